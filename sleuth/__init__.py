@@ -1,0 +1,3 @@
+"""Sleuth: investigate LLM deployments with sandboxed, audited tools."""
+
+__version__ = "0.1.0"

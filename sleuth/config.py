@@ -1,0 +1,174 @@
+"""Sleuth's configuration: `sleuth.toml` here, else `~/.config/sleuth/hosts.toml`.
+
+```toml
+[hosts.gpu1]
+ssh = "gpu1"                         # an alias from ~/.ssh/config, or user@host:port
+roots = ["/root/sglang-main", "/models"]
+allow = ["launch_server", "stop_server", "run_benchmark"]
+
+[limits]
+timeout_s = 30
+
+[budget]
+max_turns = 30
+```
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONFIG_NAME = "sleuth.toml"
+USER_CONFIG = Path("~/.config/sleuth/hosts.toml")
+LOCAL = "local"
+
+
+class ConfigError(Exception):
+    """The configuration file is wrong; the message names the file, line and key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HostConfig(_Strict):
+    """One host tools may act on."""
+
+    ssh: str | None = None
+    """An alias from ~/.ssh/config or user@host:port; None for the local host."""
+    roots: list[str] = Field(default_factory=list)
+    """The folders tools may read; everything else is refused."""
+    allow: list[str] = Field(default_factory=list)
+    """Mutating tools permitted on this host (launch_server, stop_server, run_benchmark)."""
+    python: str = "python3"
+    """The interpreter Sleuth's own read-only helper programs run with on this host."""
+
+
+class Limits(_Strict):
+    """Caps applied to every tool call unless the call asks for less."""
+
+    timeout_s: float = 30.0
+    max_output_bytes: int = 64_000
+    max_output_lines: int = 2_000
+
+
+class Budget(_Strict):
+    """When an investigation must stop."""
+
+    max_turns: int = 30
+    max_tool_calls: int = 120
+    max_input_tokens: int = 2_000_000
+    max_output_tokens: int = 100_000
+    max_cost_usd: float = 5.0
+    max_wall_s: float = 1_800.0
+
+
+class ModelPrice(_Strict):
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cache_write: float = 0.0
+    cache_read: float = 0.0
+
+
+DEFAULT_PRICES: dict[str, ModelPrice] = {
+    "claude-sonnet-4-5": ModelPrice(input=3.0, output=15.0, cache_write=3.75, cache_read=0.30),
+    "claude-opus-4-1": ModelPrice(input=15.0, output=75.0, cache_write=18.75, cache_read=1.50),
+    "claude-haiku-4-5": ModelPrice(input=1.0, output=5.0, cache_write=1.25, cache_read=0.10),
+}
+
+
+class Settings(_Strict):
+    hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    limits: Limits = Field(default_factory=Limits)
+    budget: Budget = Field(default_factory=Budget)
+    prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+    known_hosts: str = "~/.config/sleuth/known_hosts"
+    """Sleuth's own known_hosts file, consulted after ~/.ssh/known_hosts."""
+    source: str | None = None
+    """The file these settings came from, for error messages that point at it."""
+
+
+def find_config(cwd: Path | None = None) -> Path | None:
+    """The config file in force: ./sleuth.toml, else ~/.config/sleuth/hosts.toml."""
+    here = (cwd or Path.cwd()) / CONFIG_NAME
+    if here.is_file():
+        return here
+    user = USER_CONFIG.expanduser()
+    return user if user.is_file() else None
+
+
+def load_settings(path: Path | None = None, cwd: Path | None = None) -> Settings:
+    """Load settings and add the built-in `local` host rooted at the working directory."""
+    cwd = cwd or Path.cwd()
+    path = path or find_config(cwd)
+    settings = Settings() if path is None else _parse(path)
+    local = settings.hosts.get(LOCAL, HostConfig())
+    if local.ssh is not None:
+        raise ConfigError(f"{path}: host 'local' is built in and cannot have an `ssh` key")
+    if not local.roots:
+        local = local.model_copy(update={"roots": [str(cwd)]})
+    settings.hosts[LOCAL] = local
+    return settings
+
+
+def _parse(path: Path) -> Settings:
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        keys = [str(k) for k in first["loc"]]
+        line = locate_key(text, keys)
+        where = f"{path}:{line}" if line else str(path)
+        raise ConfigError(f"{where}: key `{'.'.join(keys)}`: {first['msg']}") from exc
+    settings.source = str(path)
+    for name, host in settings.hosts.items():
+        if name != LOCAL and not host.ssh:
+            line = locate_key(text, ["hosts", name])
+            raise ConfigError(
+                f"{path}:{line}: host `{name}` needs `ssh = \"alias or user@host:port\"`"
+            )
+        for root in host.roots:
+            if not os.path.isabs(root):
+                line = locate_key(text, ["hosts", name, "roots"])
+                raise ConfigError(f"{path}:{line}: host `{name}`: root {root!r} must be absolute")
+    return settings
+
+
+def locate_key(text: str, keys: list[str]) -> int | None:
+    """Best-effort line number (1-based) of a dotted key in TOML text."""
+    lines = text.splitlines()
+    table_line: int | None = None
+    # Longest table header that prefixes the key path, e.g. [hosts.gpu1] for hosts.gpu1.roots.
+    for depth in range(len(keys), 0, -1):
+        header = re.compile(r"^\s*\[\s*" + r"\s*\.\s*".join(map(re.escape, keys[:depth])) + r"\s*\]")
+        for i, line in enumerate(lines):
+            if header.match(line):
+                table_line = i
+                rest = keys[depth:]
+                if not rest:
+                    return i + 1
+                key = re.compile(r"^\s*" + re.escape(rest[0]) + r"\s*=")
+                for j in range(i + 1, len(lines)):
+                    if lines[j].lstrip().startswith("["):
+                        break
+                    if key.match(lines[j]):
+                        return j + 1
+                return i + 1
+    if table_line is None:
+        key = re.compile(r"^\s*" + re.escape(keys[-1]) + r"\s*=")
+        for i, line in enumerate(lines):
+            if key.match(line):
+                return i + 1
+    return None

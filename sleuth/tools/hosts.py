@@ -1,0 +1,203 @@
+"""Where tools run: the Host protocol and the local host.
+
+A host runs argument vectors (never shell strings), reads byte ranges of files,
+resolves paths the way the host's own filesystem does, and stats them. The SSH
+implementation lives in `sleuth.tools.ssh`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat as stat_mod
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from typing import IO, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+PathKind = Literal["file", "dir", "symlink", "other", "missing"]
+
+
+class HostError(Exception):
+    """A host could not do what was asked (connection, missing file, refused key).
+
+    The message is written for the person or model reading it: it names the
+    cause and, where there is one, the fix.
+    """
+
+
+class RunResult(BaseModel):
+    """What one command did on a host."""
+
+    argv: list[str]
+    exit_code: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_cut: int = 0
+    """Bytes of stdout read and discarded past the cap."""
+    stderr_cut: int = 0
+    timed_out: bool = False
+    duration_s: float = 0.0
+    reconnected: bool = False
+    """True when the connection had dropped and was re-established for this call."""
+
+
+class StatResult(BaseModel):
+    path: str
+    kind: PathKind
+    size: int = 0
+    mtime: float = 0.0
+
+
+@runtime_checkable
+class Host(Protocol):
+    """A machine that tools can act on."""
+
+    name: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        max_bytes: int,
+        stdin: bytes | None = None,
+    ) -> RunResult:
+        """Run `argv` with a wall-clock timeout; keep at most `max_bytes` of stdout."""
+        ...
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Read up to `length` bytes of `path` starting at `offset`."""
+        ...
+
+    def realpath(self, path: str) -> str:
+        """The canonical absolute path, symlinks followed. HostError if missing."""
+        ...
+
+    def stat(self, path: str) -> StatResult:
+        """Stat without following a final symlink; kind "missing" when absent."""
+        ...
+
+    def close(self) -> None: ...
+
+
+STDERR_CAP = 64 * 1024
+
+
+class _CappedReader(threading.Thread):
+    """Drain a stream, keeping the first `cap` bytes and counting the rest.
+
+    Both streams are drained at once so that neither can fill its pipe and
+    stall the child while we wait on the other.
+    """
+
+    def __init__(self, stream: IO[bytes], cap: int) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.cap = stream, cap
+        self.kept = bytearray()
+        self.cut = 0
+
+    def run(self) -> None:
+        while chunk := self.stream.read1(1 << 16):  # type: ignore[attr-defined]
+            room = self.cap - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+            self.cut += max(0, len(chunk) - max(room, 0))
+
+
+class LocalHost:
+    """This machine. Commands run as subprocesses from argv, in their own session."""
+
+    def __init__(self, name: str = "local") -> None:
+        self.name = name
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        max_bytes: int,
+        stdin: bytes | None = None,
+    ) -> RunResult:
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise HostError(f"{argv[0]}: command not found on host {self.name!r}") from exc
+        assert proc.stdout is not None and proc.stderr is not None
+        out = _CappedReader(proc.stdout, max_bytes)
+        err = _CappedReader(proc.stderr, STDERR_CAP)
+        out.start()
+        err.start()
+        if stdin is not None:
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            # The whole group: a timed-out command must leave nothing behind.
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        out.join()
+        err.join()
+        return RunResult(
+            argv=list(argv),
+            exit_code=None if timed_out else proc.returncode,
+            stdout=bytes(out.kept),
+            stderr=bytes(err.kept),
+            stdout_cut=out.cut,
+            stderr_cut=err.cut,
+            timed_out=timed_out,
+            duration_s=time.monotonic() - start,
+        )
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read(length)
+        except OSError as exc:
+            raise HostError(f"cannot read {path} on host {self.name!r}: {exc.strerror}") from exc
+
+    def realpath(self, path: str) -> str:
+        real = os.path.realpath(path)
+        if not os.path.exists(real):
+            raise HostError(f"no such file or directory on host {self.name!r}: {path}")
+        return real
+
+    def stat(self, path: str) -> StatResult:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return StatResult(path=path, kind="missing")
+        except OSError as exc:
+            raise HostError(f"cannot stat {path} on host {self.name!r}: {exc.strerror}") from exc
+        return StatResult(path=path, kind=kind_of(st.st_mode), size=st.st_size, mtime=st.st_mtime)
+
+    def close(self) -> None:
+        pass
+
+
+def kind_of(mode: int) -> PathKind:
+    if stat_mod.S_ISLNK(mode):
+        return "symlink"
+    if stat_mod.S_ISDIR(mode):
+        return "dir"
+    if stat_mod.S_ISREG(mode):
+        return "file"
+    return "other"

@@ -1,0 +1,165 @@
+"""Tools as typed functions: the input model is the schema, the docstring the description.
+
+```python
+class ReadLinesInput(ToolInput):
+    path: str = Field(description="File to read")
+
+@tool()
+def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
+    \"\"\"Read numbered lines of a text file, like `sed -n 'S,Ep'`.\"\"\"
+```
+
+`execute` is the one way a tool runs: validate, check policy and approval,
+run, cap, and turn every failure into a `ToolResult` the model can act on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sleuth.config import Limits
+from sleuth.tools.hosts import HostError
+from sleuth.tools.policy import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Approver,
+    PolicyError,
+    SandboxedHost,
+    deny_all,
+)
+from sleuth.tools.results import ToolError, ToolResult
+
+TOOL_MODULES = (
+    "sleuth.tools.files",
+    "sleuth.tools.checkpoints",
+    "sleuth.tools.environment",
+    "sleuth.tools.serving",
+    "sleuth.tools.bench",
+)
+
+
+class ToolInput(BaseModel):
+    """Base of every tool's input: the host comes first, and unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+    host: str = Field("local", description="Name of the host to act on; 'local' always exists.")
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may reach: its hosts (sandboxed), limits and the approver."""
+
+    hosts: dict[str, SandboxedHost]
+    limits: Limits = field(default_factory=Limits)
+    approver: Approver = deny_all
+    on_approval: Callable[[ApprovalRequest, ApprovalDecision], None] | None = None
+
+    def host(self, name: str) -> SandboxedHost:
+        try:
+            return self.hosts[name]
+        except KeyError:
+            known = ", ".join(sorted(self.hosts)) or "(none)"
+            raise ToolError(
+                f"unknown host {name!r}; known hosts: {known}. Add [hosts.{name}] to sleuth.toml "
+                f"or pass --host {name}"
+            ) from None
+
+
+In = TypeVar("In", bound=ToolInput)
+ToolFn = Callable[[ToolContext, Any], ToolResult]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_model: type[ToolInput]
+    fn: ToolFn
+    mutating: bool
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+
+_TOOLS: dict[str, Tool] = {}
+
+
+def tool(*, mutating: bool = False) -> Callable[[Callable[[ToolContext, In], ToolResult]],
+                                                 Callable[[ToolContext, In], ToolResult]]:
+    """Register a function as a tool. Its second parameter's type is the input model."""
+
+    def register(fn: Callable[[ToolContext, In], ToolResult]) -> Callable[[ToolContext, In],
+                                                                          ToolResult]:
+        hints = typing.get_type_hints(fn)
+        params = list(inspect.signature(fn).parameters)
+        model = hints[params[1]]
+        doc = inspect.getdoc(fn) or ""
+        _TOOLS[fn.__name__] = Tool(fn.__name__, doc, model, fn, mutating)
+        return fn
+
+    return register
+
+
+def all_tools() -> dict[str, Tool]:
+    for module in TOOL_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    return dict(_TOOLS)
+
+
+def get_tool(name: str) -> Tool:
+    tools = all_tools()
+    if name not in tools:
+        raise ToolError(f"unknown tool {name!r}; available: {', '.join(sorted(tools))}")
+    return tools[name]
+
+
+def execute(ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
+    """Run one tool call. Never raises for the tool's own failures: they become results."""
+    start = time.monotonic()
+    try:
+        spec = get_tool(name)
+        args = spec.input_model.model_validate(raw)
+        if spec.mutating:
+            _approve(ctx, spec, args)
+        result = spec.fn(ctx, args)
+    except ValidationError as exc:
+        result = ToolResult.failure(_validation_text(name, exc))
+    except (ToolError, HostError) as exc:
+        result = ToolResult.failure(str(exc))
+    except Exception as exc:  # a bug in a tool must not end the investigation
+        result = ToolResult.failure(f"internal error in {name}: {type(exc).__name__}: {exc}")
+    if not result.duration_s:
+        result.duration_s = time.monotonic() - start
+    return result
+
+
+def _approve(ctx: ToolContext, spec: Tool, args: ToolInput) -> None:
+    ctx.host(args.host).check_allowed(spec.name)
+    request = ApprovalRequest(tool=spec.name, host=args.host, input=args.model_dump())
+    decision = ctx.approver(request)
+    if ctx.on_approval:
+        ctx.on_approval(request, decision)
+    if not decision.approved:
+        raise PolicyError(f"{spec.name} on {args.host!r} was not approved: {decision.reason}")
+
+
+def _validation_text(name: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(input)"
+        parts.append(f"{loc}: {err['msg']}")
+    return f"invalid input for {name}: " + "; ".join(parts)
