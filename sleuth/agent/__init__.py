@@ -1,0 +1,1 @@
+"""The investigation loop and its brains."""

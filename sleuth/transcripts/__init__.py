@@ -1,0 +1,1 @@
+"""Transcripts: the event schema, the append-only store, redaction, verify and render."""

@@ -1,0 +1,193 @@
+"""The transcript's event schema: plain pydantic data, versioned.
+
+A transcript is JSON Lines, one event per line. Every event carries `seq`,
+`ts`, `type`, its payload, `prev` (the previous event's hash, "" for the first)
+and `hash` (sha256 of the canonical JSON of the event without `hash`). The
+store fills the envelope; producers build payloads with the envelope left at
+its defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+SCHEMA_VERSION = 1
+
+Verdict = Literal["yes", "no", "partial", "unknown"]
+SessionStatus = Literal["answered", "budget_exhausted", "error", "interrupted", "refused"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seq: int = -1
+    ts: str = ""
+    prev: str = ""
+    hash: str = ""
+
+
+class HostInfo(BaseModel):
+    name: str
+    address: str = ""
+    """user@host:port as resolved, "local" for this machine."""
+    fingerprint: str = ""
+    """The server's host key, SHA256:..., for SSH hosts."""
+    roots: list[str] = Field(default_factory=list)
+    allow: list[str] = Field(default_factory=list)
+
+
+class ToolSpec(BaseModel):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    mutating: bool = False
+
+
+class SessionStarted(_Event):
+    type: Literal["session_started"] = "session_started"
+    schema_version: int = SCHEMA_VERSION
+    session_id: str
+    question: str
+    hosts: list[HostInfo]
+    brain: str
+    """anthropic, openai, replay or playbook."""
+    model: str | None = None
+    policy: dict[str, Any] = Field(default_factory=dict)
+    """Limits and the approval mode in force."""
+    budget: dict[str, Any] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    resumed_from: str | None = None
+    """Path of the transcript this session continues, for `sleuth resume`."""
+
+
+class ContentBlock(BaseModel):
+    """One block of a model's response, in the Messages API's shape."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text", "tool_use", "thinking"]
+    text: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: dict[str, Any] | None = None
+
+
+class ModelResponse(BaseModel):
+    content: list[ContentBlock]
+    stop_reason: str | None = None
+    model: str | None = None
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class Retry(BaseModel):
+    attempt: int
+    reason: str
+    wait_s: float
+
+
+class ModelTurn(_Event):
+    type: Literal["model_turn"] = "model_turn"
+    turn: int
+    request_messages: int
+    request_hash: str
+    """sha256 of the exact request body sent, so a replay can tell if the conversation drifted."""
+    response: ModelResponse
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    retries: list[Retry] = Field(default_factory=list)
+
+
+class ToolExecuted(_Event):
+    type: Literal["tool_executed"] = "tool_executed"
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    host: str = ""
+    ok: bool
+    output: str
+    """Exactly the text the model was given (after capping and redaction)."""
+    error: str | None = None
+    data: Any = None
+    argv: list[list[str]] = Field(default_factory=list)
+    exit_code: int | None = None
+    bytes_cut: int = 0
+    duration_s: float = 0.0
+    reconnected: bool = False
+
+
+class ApprovalEvent(_Event):
+    type: Literal["approval"] = "approval"
+    call_id: str = ""
+    tool: str
+    host: str
+    input: dict[str, Any]
+    approved: bool
+    by: str
+    reason: str = ""
+
+
+class Evidence(BaseModel):
+    call_id: str = Field(description="The id of the tool call whose output holds the quote.")
+    quote: str = Field(description="Text copied exactly from that call's output.")
+    grounded: bool | None = Field(None, description="Set by the grounding check, not the model.")
+
+
+class Finding(BaseModel):
+    claim: str
+    verdict: Verdict
+    confidence: float = Field(ge=0.0, le=1.0)
+    evidence: list[Evidence] = Field(default_factory=list)
+    next_steps: list[str] = Field(default_factory=list)
+    grounded: bool = False
+    """True when every quote was found in the output of the call it names."""
+
+
+class FindingEvent(_Event):
+    type: Literal["finding"] = "finding"
+    call_id: str
+    finding: Finding
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    where: str
+    """brain, tool, store, budget..."""
+    message: str
+
+
+class Totals(BaseModel):
+    turns: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+
+
+class SessionEnded(_Event):
+    type: Literal["session_ended"] = "session_ended"
+    status: SessionStatus
+    summary: str = ""
+    totals: Totals = Field(default_factory=Totals)
+
+
+Event = Annotated[
+    SessionStarted | ModelTurn | ToolExecuted | ApprovalEvent | FindingEvent | ErrorEvent
+    | SessionEnded,
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(raw: dict[str, Any]) -> Event:
+    return EVENT_ADAPTER.validate_python(raw)
