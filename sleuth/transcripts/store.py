@@ -1,0 +1,276 @@
+"""The append-only transcript store: one JSON Lines file per session, hash-chained, fsynced.
+
+    writer = TranscriptWriter.create(Path("transcripts"), session_id)
+    stored = writer.append(SessionStarted(session_id=..., question=..., hosts=[], brain="replay"))
+    loaded = load(writer.path)
+
+Each line is one event. `append` redacts the payload, fills the envelope
+(`seq`, `ts`, `prev`, `hash`), writes the line and fsyncs it before returning,
+so a crash loses at most the event in flight and the file keeps only whole
+lines: a prefix that still verifies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sleuth.transcripts.events import Event, parse_event
+from sleuth.transcripts.redact import redact_obj
+
+ENVELOPE = ("seq", "ts", "type", "prev", "hash")
+"""Fields the store owns. They are never redacted: `hash` and `prev` are sha256 hex."""
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+class TranscriptError(Exception):
+    """A transcript could not be written or read; the message names the file and the cause."""
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def event_hash(raw: dict[str, Any]) -> str:
+    """sha256 hex of the canonical JSON of an event's dict without its `hash` field."""
+    body = {key: value for key, value in raw.items() if key != "hash"}
+    # surrogatepass: tool output may carry lone surrogates; hash them deterministically.
+    return hashlib.sha256(canonical_json(body).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def utc_timestamp() -> str:
+    """Now, as UTC ISO-8601 with milliseconds: 2026-11-29T09:30:12.345Z."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def encode_line(raw: dict[str, Any]) -> bytes:
+    """One event as a JSON line, UTF-8 (ASCII-escaped only if the text cannot be UTF-8)."""
+    text = json.dumps(raw, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(raw, separators=(",", ":")) + "\n").encode("ascii")
+
+
+@dataclass(frozen=True)
+class RawLines:
+    """A transcript split into its complete lines and, if the end was cut off, the torn tail."""
+
+    lines: list[bytes]
+    """Complete lines without their newline; line numbers are index + 1."""
+    torn_tail: bytes | None
+
+
+def split_lines(data: bytes) -> RawLines:
+    """Split file bytes; a final piece with no newline, or a final line that is not JSON, is torn.
+
+    Only the last line may be torn: that is what a crash mid-write leaves.
+    """
+    pieces = data.split(b"\n")
+    tail = pieces.pop()
+    if tail:
+        return RawLines(pieces, tail)
+    if pieces and not _is_json(pieces[-1]):
+        return RawLines(pieces[:-1], pieces[-1] + b"\n")
+    return RawLines(pieces, None)
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+def _describe_torn(tail: bytes | None) -> str | None:
+    if tail is None:
+        return None
+    preview = tail[:60].decode("utf-8", "replace")
+    return f"last line is incomplete ({len(tail)} bytes, starting {preview!r}); it was ignored"
+
+
+@dataclass(frozen=True)
+class LoadedTranscript:
+    path: Path
+    events: list[Event]
+    torn_tail: str | None
+    """A description of the cut-off last line, when there was one."""
+
+
+def load(path: Path) -> LoadedTranscript:
+    """Read a transcript. A torn last line is skipped and described; any other bad line raises.
+
+    Raises TranscriptError naming the line number of the first unreadable event.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TranscriptError(f"cannot read transcript {path}: {_reason(exc)}") from exc
+    raw = split_lines(data)
+    events = [_parse_line(path, number, line) for number, line in enumerate(raw.lines, start=1)]
+    return LoadedTranscript(path, events, _describe_torn(raw.torn_tail))
+
+
+def _parse_line(path: Path, number: int, line: bytes) -> Event:
+    try:
+        return parse_event(json.loads(line))
+    except ValueError as exc:
+        kind = "is not a valid event" if isinstance(exc, ValidationError) else "is not JSON"
+        raise TranscriptError(
+            f"{path}:{number}: line {kind}: {_first_line(exc)}; run `sleuth verify {path}`"
+        ) from exc
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+class TranscriptWriter:
+    """Appends events to one transcript file; safe to share between threads."""
+
+    def __init__(self, path: Path, next_seq: int, prev_hash: str) -> None:
+        self.path = path
+        self._seq = next_seq
+        self._prev = prev_hash
+        self._lock = threading.Lock()
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise TranscriptError(f"cannot open transcript {path}: {_reason(exc)}") from exc
+
+    @classmethod
+    def create(cls, directory: Path, session_id: str) -> TranscriptWriter:
+        """Start `<directory>/<UTC time>-<session_id>.jsonl`, creating the folder."""
+        if not _SESSION_ID.fullmatch(session_id):
+            raise ValueError(
+                f"session id {session_id!r} must be letters, digits, '_', '.' or '-' (max 128)"
+            )
+        directory = Path(directory)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        path = directory / f"{stamp}-{session_id}.jsonl"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError as exc:
+            raise TranscriptError(f"transcript {path} exists; use a new session id") from exc
+        except OSError as exc:
+            raise TranscriptError(f"cannot create transcript {path}: {_reason(exc)}") from exc
+        return cls(path, 0, "")
+
+    @classmethod
+    def reopen(cls, path: Path) -> TranscriptWriter:
+        """Continue an existing transcript's chain (for resume).
+
+        A torn last line is cut off first: the valid prefix is written to a
+        temporary file and renamed over the original, whose full bytes are
+        kept beside it as `<name>.torn`.
+        """
+        path = Path(path)
+        loaded = load(path)
+        if loaded.torn_tail is not None:
+            _drop_torn_tail(path)
+        if not loaded.events:
+            return cls(path, 0, "")
+        last = loaded.events[-1]
+        return cls(path, last.seq + 1, last.hash)
+
+    def append(self, event: Event) -> Event:
+        """Redact, seal and durably write `event`; return it as stored.
+
+        Raises TranscriptError if the write fails; the file is cut back to its
+        last whole line, and the writer can go on appending.
+        """
+        payload = {
+            key: value
+            for key, value in event.model_dump(mode="json").items()
+            if key not in ENVELOPE
+        }
+        with self._lock:
+            raw: dict[str, Any] = {"seq": self._seq, "ts": utc_timestamp(), "type": event.type}
+            raw.update(redact_obj(payload))
+            raw["prev"] = self._prev
+            raw["hash"] = event_hash(raw)
+            self._write(encode_line(raw))
+            self._seq += 1
+            self._prev = raw["hash"]
+        return parse_event(raw)
+
+    def _write(self, line: bytes) -> None:
+        good = self._size
+        try:
+            view = memoryview(line)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._cut_back(good)
+            raise TranscriptError(
+                f"cannot write to transcript {self.path}: {_reason(exc)}"
+                f" (event {self._seq} was not recorded; the file still holds whole events"
+                f" up to {self._seq - 1})"
+            ) from exc
+        self._size = good + len(line)
+
+    def _cut_back(self, good: int) -> None:
+        try:
+            os.ftruncate(self._fd, good)
+            os.fsync(self._fd)
+        except OSError:
+            # The loader drops a torn last line anyway; nothing more we can do here.
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> TranscriptWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    data = path.read_bytes()
+    keep = len(data) - len(split_lines(data).torn_tail or b"")
+    backup = path.with_name(path.name + ".torn")
+    temp = path.with_name(f".{path.name}.tmp")
+    try:
+        shutil.copyfile(path, backup)
+        with open(temp, "wb") as handle:
+            handle.write(data[:keep])
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise TranscriptError(f"cannot repair torn transcript {path}: {_reason(exc)}") from exc
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
