@@ -1,0 +1,80 @@
+"""Shared fixtures: a throwaway sshd on 127.0.0.1 and hosts and contexts connected to it.
+
+- `sshd`: the server (see tests/sshd.py); skipped with the install command when sshd is absent.
+- `ssh_host_factory(name="remote", roots=[...], allow=[...])`: a SandboxedHost over a connected
+  SSHHost to it.
+- `make_context(roots, allow=[], approver=deny_all)`: a ToolContext whose hosts "local"
+  (LocalHost) and "remote" (SSHHost) share the same roots, so a tool can run on both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from sleuth.config import HostConfig, Limits
+from sleuth.tools.hosts import LocalHost
+from sleuth.tools.policy import Approver, SandboxedHost, deny_all
+from sleuth.tools.registry import ToolContext
+
+try:
+    from tests.sshd import SSHServer, missing_reason
+except ImportError:  # plain `pytest` puts tests/, not the repository root, on sys.path
+    from sshd import SSHServer, missing_reason  # type: ignore[no-redef]
+
+SandboxFactory = Callable[..., SandboxedHost]
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = SSHServer.create(tmp_path_factory.mktemp("sshd"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def ssh_host_factory(sshd: SSHServer, tmp_path: Path) -> Iterator[SandboxFactory]:
+    from sleuth.tools.ssh import SSHHost
+
+    made: list[SSHHost] = []
+
+    def make(
+        name: str = "remote", roots: Sequence[str] = (), allow: Sequence[str] = ()
+    ) -> SandboxedHost:
+        if sshd.process is None:  # a test stopped it; later tests still need it
+            sshd.start()
+        host = SSHHost(
+            name,
+            sshd.alias,
+            known_hosts=tmp_path / "sleuth_known_hosts",
+            ssh_config_path=sshd.ssh_config_path,
+            user_known_hosts=sshd.known_hosts_path,
+        )
+        made.append(host)
+        host.stat("/")  # connect now, so a broken fixture fails here and not inside a tool
+        config = HostConfig(ssh=sshd.alias, roots=list(roots), allow=list(allow))
+        return SandboxedHost(name, host, config, Limits())
+
+    yield make
+    for host in made:
+        host.close()
+
+
+@pytest.fixture
+def make_context(ssh_host_factory: SandboxFactory) -> Callable[..., ToolContext]:
+    def make(
+        roots: Sequence[str], allow: Sequence[str] = (), approver: Approver = deny_all
+    ) -> ToolContext:
+        config = HostConfig(roots=list(roots), allow=list(allow))
+        local = SandboxedHost("local", LocalHost("local"), config, Limits())
+        remote = ssh_host_factory("remote", roots, allow)
+        return ToolContext(hosts={"local": local, "remote": remote}, approver=approver)
+
+    return make
