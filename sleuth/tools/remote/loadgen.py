@@ -1,0 +1,439 @@
+"""Sleuth's load generator for OpenAI-compatible streaming endpoints.
+
+Self-contained (standard library plus aiohttp, uvloop when present) so it can be
+sent to a serving host and run there with the engine's own Python:
+
+    python3 - --url http://127.0.0.1:30000 --model M --concurrency 1,8 < loadgen.py
+
+It writes one JSON line per request (times in seconds from the program's start,
+on the monotonic perf_counter clock), one line per phase (client CPU use and
+event-loop lag, for the honesty checks) and the server's speculative counters
+before and after each phase. Metrics are computed elsewhere, from these lines.
+
+Prompts are seeded words from a fixed vocabulary of common English words, each
+of which is one token for the usual BPE tokenisers; `--input-len` is therefore
+exact in words and approximate in tokens (the chat template adds a few).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+from typing import Any
+
+import aiohttp
+
+try:
+    import orjson
+
+    _loads: Any = orjson.loads
+    JSON_LIB = "orjson"
+except ImportError:
+    _loads = json.loads
+    JSON_LIB = "json"
+
+VOCAB = (
+    "the of and to in is you that it he was for on are as with his they at be this have "
+    "from or one had by word but not what all were we when your can said there use an each "
+    "which she do how their if will up other about out many then them these so some her would "
+    "make like him into time has look two more write go see number no way could people my than "
+    "first water been call who oil its now find long down day did get come made may part over "
+    "new sound take only little work know place year live me back give most very after thing "
+    "our just name good sentence man think say great where help through much before line right "
+    "too mean old any same tell boy follow came want show also around form three small set put "
+    "end does another well large must big even such because turn here why ask went men read "
+    "need land different home us move try kind hand picture again change off play spell air "
+    "away animal house point page letter mother answer found study still learn should world"
+).split()
+
+TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+LOOP_TICK_S = 0.005
+
+now = time.perf_counter
+
+
+def make_prompt(seed: int, index: int, words: int) -> str:
+    """The prompt for request `index`: `words` seeded words, distinct per request."""
+    rng = random.Random(seed * 1_000_003 + index)
+    return " ".join(rng.choice(VOCAB) for _ in range(words))
+
+
+def poisson_schedule(rate: float, count: int, seed: int) -> list[float]:
+    """Seconds from the start at which each of `count` requests is due (Poisson arrivals).
+
+    A rate of 0 or less sends them all at once.
+    """
+    if rate <= 0:
+        return [0.0] * count
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for _ in range(count):
+        out.append(t)
+        t += rng.expovariate(rate)
+    return out
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens in `text` when the server does not say: words and punctuation marks."""
+    return max(1, len(TOKEN_RE.findall(text)))
+
+
+class Request:
+    """One request's body and what happened to it. Becomes one JSON line."""
+
+    __slots__ = ("body", "rec", "seen_ct")
+
+    def __init__(self, body: bytes, rec: dict[str, Any]) -> None:
+        self.body, self.rec = body, rec
+        self.seen_ct = 0
+
+    def on_event(self, payload: bytes, t: float) -> None:
+        if payload == b"[DONE]":
+            self.rec["done_marker"] = True
+            return
+        obj = _loads(payload)
+        rec = self.rec
+        if "error" in obj and not obj.get("choices"):
+            rec["error"] = "stream error: " + json.dumps(obj["error"])[:300]
+            return
+        usage = obj.get("usage")
+        choices = obj.get("choices") or ()
+        if usage:
+            rec["usage"] = usage
+        for choice in choices:
+            delta = choice.get("delta")
+            if delta is None:
+                content, reasoning, tools = choice.get("text"), None, None
+            else:
+                content = delta.get("content")
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                tools = delta.get("tool_calls")
+            if choice.get("finish_reason"):
+                rec["finish_reason"] = choice["finish_reason"]
+            if not (content or reasoning or tools):
+                continue
+            if rec["t_first"] is None:
+                rec["t_first"] = t
+            if content and rec["t_first_content"] is None:
+                rec["t_first_content"] = t
+            rec["chunk_t"].append(t)
+            rec["chunk_n"].append(self.count(usage, content, reasoning, tools))
+
+    def count(self, usage: Any, content: Any, reasoning: Any, tools: Any) -> int:
+        # A server sending usage with every chunk (vLLM's continuous_usage_stats) says
+        # exactly how many tokens each chunk holds; otherwise we estimate and say so.
+        completion = usage.get("completion_tokens") if usage else None
+        if isinstance(completion, int) and completion > self.seen_ct:
+            n, self.seen_ct = completion - self.seen_ct, completion
+            return n
+        self.rec["tokens_estimated"] = True
+        text = (content or "") + (reasoning or "")
+        if tools and not text:
+            text = json.dumps(tools)
+        return estimate_tokens(text)
+
+
+class LoadGen:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.url = args.url.rstrip("/") + (
+            "/v1/chat/completions" if args.api == "chat" else "/v1/completions"
+        )
+        self.records: list[dict[str, Any]] = []
+        self.next_index = 0
+
+    def new_request(self, phase: int, warmup: bool) -> Request:
+        a = self.args
+        index = self.next_index
+        self.next_index += 1
+        prompt = make_prompt(a.seed, index, a.input_len)
+        body: dict[str, Any] = {
+            "model": a.model,
+            "max_tokens": a.output_len,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+            "temperature": 0.0,
+        }
+        if a.api == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        rec: dict[str, Any] = {
+            "type": "request", "index": index, "phase": phase, "warmup": warmup,
+            "input_words": a.input_len, "requested_output": a.output_len,
+            "t_sched": None, "t_dispatch": None, "t_send": None, "t_first": None,
+            "t_first_content": None, "t_done": None, "chunk_t": [], "chunk_n": [],
+            "tokens_estimated": False, "usage": None, "finish_reason": None,
+            "status": None, "error": None, "done_marker": False,
+        }
+        return Request(json.dumps(body).encode(), rec)
+
+    async def send(self, session: aiohttp.ClientSession, req: Request) -> None:
+        rec = req.rec
+        rec["t_send"] = now()
+        try:
+            async with session.post(self.url, data=req.body, trace_request_ctx=rec,
+                                    headers={"Content-Type": "application/json"}) as resp:
+                rec["status"] = resp.status
+                if resp.status != 200:
+                    text = (await resp.read())[:300].decode(errors="replace")
+                    rec["error"] = f"HTTP {resp.status}: {text}"
+                else:
+                    await self.read_stream(resp, req)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            rec["error"] = f"{type(exc).__name__}: {exc}"
+        rec["t_done"] = now()
+        rec["t_last_token"] = rec["chunk_t"][-1] if rec["chunk_t"] else None
+        self.records.append(rec)
+
+    @staticmethod
+    async def read_stream(resp: aiohttp.ClientResponse, req: Request) -> None:
+        pending = b""
+        async for data in resp.content.iter_any():
+            t = now()
+            if b"\r" in data:
+                data = data.replace(b"\r\n", b"\n")
+            events = (pending + data).split(b"\n\n")
+            pending = events.pop()
+            for event in events:
+                for line in event.split(b"\n"):
+                    if line.startswith(b"data:"):
+                        req.on_event(line[5:].strip(), t)
+        if pending.strip().startswith(b"data:"):
+            req.on_event(pending.strip()[5:].strip(), now())
+
+    async def closed_loop(self, session: aiohttp.ClientSession, phase: int, concurrency: int,
+                          count: int, warmup: bool) -> None:
+        left = [count]
+
+        async def worker() -> None:
+            while left[0] > 0:
+                left[0] -= 1
+                req = self.new_request(phase, warmup)
+                req.rec["t_sched"] = req.rec["t_dispatch"] = now()
+                await self.send(session, req)
+
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+
+    async def open_loop(self, session: aiohttp.ClientSession, phase: int, rate: float,
+                        count: int, lags: list[float]) -> None:
+        cap = self.args.max_concurrency
+        slots = asyncio.Semaphore(cap) if cap else None
+
+        async def go(req: Request) -> None:
+            if slots is None:
+                await self.send(session, req)
+                return
+            async with slots:
+                await self.send(session, req)
+
+        tasks = []
+        start = now()
+        for due in poisson_schedule(rate, count, self.args.seed):
+            delay = start + due - now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            req = self.new_request(phase, False)
+            req.rec["t_sched"] = start + due
+            req.rec["t_dispatch"] = now()
+            lags.append(req.rec["t_dispatch"] - req.rec["t_sched"])
+            tasks.append(asyncio.ensure_future(go(req)))
+        await asyncio.gather(*tasks)
+
+    async def counters(self, session: aiohttp.ClientSession) -> dict[str, Any]:
+        """The server's speculative counters, as raw as we can get them, or nothing."""
+        base = self.args.url.rstrip("/")
+        out: dict[str, Any] = {"t": now()}
+        for path in ("/get_server_info", "/metrics"):
+            try:
+                async with session.get(base + path, timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    if r.status == 200:
+                        text = await r.text()
+                        out[path] = _spec_fields(path, text)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+                continue
+        return out
+
+    async def phase(self, session: aiohttp.ClientSession, phase: int,
+                    concurrency: int | None, rate: float | None) -> dict[str, Any]:
+        a = self.args
+        before = await self.counters(session) if a.spec_counters else None
+        loop_lags: list[float] = []
+        dispatch_lags: list[float] = []
+        running = [True]
+
+        async def watch_loop() -> None:
+            while running[0]:
+                t = now()
+                await asyncio.sleep(LOOP_TICK_S)
+                loop_lags.append(now() - t - LOOP_TICK_S)
+
+        watcher = asyncio.ensure_future(watch_loop())
+        cpu0, wall0 = time.process_time(), now()
+        if concurrency is not None:
+            await self.closed_loop(session, phase, concurrency, a.num_prompts, False)
+        else:
+            await self.open_loop(session, phase, rate or 0.0, a.num_prompts, dispatch_lags)
+        cpu, wall = time.process_time() - cpu0, now() - wall0
+        running[0] = False
+        await watcher
+        after = await self.counters(session) if a.spec_counters else None
+        return {
+            "type": "phase", "phase": phase, "mode": "closed" if concurrency else "open",
+            "concurrency": concurrency, "request_rate": rate,
+            "max_concurrency": a.max_concurrency, "t_start": wall0, "t_end": wall0 + wall,
+            "cpu_s": cpu, "wall_s": wall, "loop_lag": _summary(loop_lags),
+            "dispatch_lag": _summary(dispatch_lags) if rate is not None else None,
+            "counters_before": before, "counters_after": after,
+        }
+
+    async def run(self, out: Any) -> int:
+        a = self.args
+        header = {
+            "type": "header", "version": 1, "url": self.url, "api": a.api, "model": a.model,
+            "seed": a.seed, "input_len": a.input_len, "output_len": a.output_len,
+            "num_prompts": a.num_prompts, "warmup": a.warmup,
+            "concurrency": a.concurrency, "request_rate": a.request_rate,
+            "max_concurrency": a.max_concurrency, "epoch_at_zero": time.time() - now(),
+            "python": sys.version.split()[0], "aiohttp": aiohttp.__version__,
+            "uvloop": _uvloop_used(), "json": JSON_LIB, "pid": os.getpid(),
+        }
+        _write(out, header)
+        connector = aiohttp.TCPConnector(limit=0, force_close=False)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=a.request_timeout)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                         trace_configs=[_send_time_trace()]) as session:
+            if a.warmup:
+                first = a.concurrency[0] if a.concurrency else 1
+                await self.closed_loop(session, -1, first, a.warmup, True)
+                self.flush(out)
+            plan: list[tuple[int | None, float | None]] = (
+                [(c, None) for c in a.concurrency] if a.concurrency else [(None, a.request_rate)]
+            )
+            for number, (concurrency, rate) in enumerate(plan):
+                summary = await self.phase(session, number, concurrency, rate)
+                self.flush(out)
+                _write(out, summary)
+        return self.next_index
+
+    def flush(self, out: Any) -> None:
+        for rec in sorted(self.records, key=lambda r: r["index"]):
+            _write(out, rec)
+        self.records.clear()
+
+
+def _send_time_trace() -> aiohttp.TraceConfig:
+    """Stamp t_send when the request's headers are written, not when we began building it.
+
+    Building a request and taking a pooled connection costs the client a few tenths of
+    a millisecond that the server never sees; that time belongs to the client
+    (t_dispatch to t_send), not to the server's time to first token.
+    """
+
+    async def headers_sent(session: Any, ctx: Any, params: Any) -> None:
+        rec = ctx.trace_request_ctx
+        if isinstance(rec, dict):
+            rec["t_send"] = now()
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(headers_sent)
+    return trace
+
+
+def _spec_fields(path: str, text: str) -> dict[str, float]:
+    fields: dict[str, float] = {}
+    if path == "/metrics":
+        for line in text.splitlines():
+            if line.startswith("vllm:spec_decode_num_") and "per_pos" not in line:
+                name, _, value = line.rpartition(" ")
+                key = name.split("{", 1)[0]
+                try:
+                    fields[key] = fields.get(key, 0.0) + float(value)
+                except ValueError:
+                    continue
+        return fields
+    states = json.loads(text).get("internal_states") or [{}]
+    for key, value in (states[0] or {}).items():
+        if "spec" in key and isinstance(value, (int, float)):
+            fields[key] = float(value)
+    return fields
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0, "mean": 0.0, "p99": 0.0, "max": 0.0}
+    ordered = sorted(values)
+    return {
+        "n": len(ordered),
+        "mean": sum(ordered) / len(ordered),
+        "p99": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+        "max": ordered[-1],
+    }
+
+
+def _write(out: Any, obj: dict[str, Any]) -> None:
+    out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+
+def _uvloop_used() -> bool:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="loadgen", description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
+    ap.add_argument("--api", choices=("chat", "completions"), default="chat")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                    help="closed loop: comma-separated concurrencies, one phase each")
+    ap.add_argument("--request-rate", type=float, default=None,
+                    help="open loop: Poisson arrivals at this many requests/s (0: all at once)")
+    ap.add_argument("--max-concurrency", type=int, default=None,
+                    help="open loop: at most this many in flight; the rest wait in the client")
+    ap.add_argument("--num-prompts", type=int, default=100, help="requests per phase")
+    ap.add_argument("--input-len", type=int, default=128, help="prompt length in words")
+    ap.add_argument("--output-len", type=int, default=128, help="max_tokens (with ignore_eos)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warmup", type=int, default=0, help="requests sent first and marked warmup")
+    ap.add_argument("--request-timeout", type=float, default=600.0)
+    ap.add_argument("--spec-counters", action="store_true",
+                    help="read the server's speculative counters before and after each phase")
+    ap.add_argument("--out", default=None, help="JSONL file; default: a new file under /tmp")
+    args = ap.parse_args(argv)
+    if (args.concurrency is None) == (args.request_rate is None):
+        ap.error("give exactly one of --concurrency and --request-rate")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.out is None:
+        fd, args.out = tempfile.mkstemp(prefix="sleuth-bench-", suffix=".jsonl", dir="/tmp")
+        os.close(fd)
+    try:
+        import uvloop
+
+        runner: Any = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    with open(args.out, "w", encoding="utf-8") as out:
+        sent = runner(LoadGen(args).run(out))
+    sys.stdout.write(json.dumps({"out": args.out, "requests": sent}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
