@@ -1,0 +1,242 @@
+"""The investigation loop: send the conversation, run the turn's tool calls, repeat.
+
+```python
+inv = Investigation(question, brain, ctx, writer, settings.budget, price)
+result = inv.run()          # -> RunResult(status="answered", findings=[...])
+```
+
+Every step is appended to the transcript as it happens. The unusual ends of a
+run (an answer, a spent budget, a brain that gives up) are exceptions that
+carry their status, mini-swe-agent style.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from sleuth.agent.budget import Meter
+from sleuth.agent.findings import REPORT_FINDING, Grounder, summarise
+from sleuth.agent.history import BUDGET_WHERE, assistant_message, budget_notice, tool_result_block
+from sleuth.agent.protocols import Brain, BrainError, Message, Observer, Quiet, Request
+from sleuth.config import Budget, ModelPrice
+from sleuth.tools.policy import ApprovalDecision, ApprovalRequest
+from sleuth.tools.registry import ToolContext, execute
+from sleuth.tools.results import ToolResult
+from sleuth.transcripts.events import (
+    ApprovalEvent,
+    ContentBlock,
+    ErrorEvent,
+    Finding,
+    FindingEvent,
+    ModelTurn,
+    SessionEnded,
+    SessionStatus,
+    ToolExecuted,
+    ToolSpec,
+    Totals,
+)
+from sleuth.transcripts.redact import redact
+from sleuth.transcripts.store import TranscriptWriter
+
+
+class Stop(Exception):
+    status: SessionStatus = "error"
+
+
+class Answered(Stop):
+    status = "answered"
+
+
+class BudgetExhausted(Stop):
+    status = "budget_exhausted"
+
+
+@dataclass
+class RunResult:
+    status: SessionStatus
+    answer: str
+    findings: list[Finding]
+    totals: Totals
+    transcript: str
+
+
+@dataclass
+class Investigation:
+    """One question, one brain, one transcript. `messages` starts a resumed run mid-way."""
+
+    brain: Brain
+    ctx: ToolContext
+    writer: TranscriptWriter
+    system: str
+    tools: list[ToolSpec]
+    messages: list[Message]
+    budget: Budget
+    price: ModelPrice | None = None
+    observer: Observer = field(default_factory=Quiet)
+    grounder: Grounder = field(default_factory=Grounder)
+    findings: list[Finding] = field(default_factory=list)
+    tool_data: dict[str, Any] = field(default_factory=dict)
+    totals: Totals | None = None
+    workers: int = 8
+
+    def __post_init__(self) -> None:
+        self.meter = Meter(self.budget, self.price, self.totals)
+        self.final_reason: str | None = None
+        self._call = threading.local()
+        self._chained_approval = self.ctx.on_approval
+        self.ctx.on_approval = self._approval
+
+    def run(self) -> RunResult:
+        status: SessionStatus = "error"
+        answer = ""
+        try:
+            while True:
+                self.step()
+        except Stop as stop:
+            status, answer = stop.status, str(stop)
+        except BrainError as exc:
+            self.writer.append(ErrorEvent(where="brain", message=str(exc)))
+            status, answer = ("budget_exhausted" if self.final_reason else "error"), str(exc)
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            for call_id, finding in self.grounder.unmended():
+                self._keep(call_id, finding)
+            totals = self.meter.snapshot()
+            summary = summarise(self.findings)
+            self.writer.append(SessionEnded(status=status, summary=summary, totals=totals))
+            self.writer.close()
+        return RunResult(status, answer, self.findings, totals, str(self.writer.path))
+
+    def step(self) -> None:
+        turn = self.meter.totals.turns + 1
+        self.observer.turn_started(turn)
+        request = Request(
+            self.system,
+            self.messages,
+            self.tools,
+            self.final_reason is not None,
+            self.observer.retry,
+            self.tool_data,
+        )
+        reply = self.brain.complete(request)
+        cost = self.meter.add_turn(reply.usage)
+        self.writer.append(
+            ModelTurn(
+                turn=turn,
+                request_messages=len(self.messages),
+                request_hash=reply.request_hash,
+                response=reply.response,
+                usage=reply.usage,
+                cost_usd=cost,
+                latency_s=reply.latency_s,
+                retries=reply.retries,
+            )
+        )
+        self.observer.turn_ended(turn, reply, cost)
+        self.messages.append(assistant_message(reply.response.content))
+        calls = [b for b in reply.response.content if b.type == "tool_use"]
+        if not calls and not self.final_reason:
+            raise Answered("\n".join(b.text or "" for b in reply.response.content if b.text))
+        self.messages.append({"role": "user", "content": self.run_calls(calls)})
+        if self.final_reason:
+            raise BudgetExhausted(self.final_reason)
+        if reason := self.meter.exhausted():
+            self.final_reason = reason
+            self.writer.append(ErrorEvent(where=BUDGET_WHERE, message=reason))
+            self.observer.note(budget_notice(reason))
+            self.messages[-1]["content"].append({"type": "text", "text": budget_notice(reason)})
+
+    def run_calls(self, calls: list[ContentBlock]) -> list[dict[str, Any]]:
+        """Tool calls run concurrently; report_finding afterwards, so it can quote this turn."""
+        tools = [c for c in calls if c.name != REPORT_FINDING]
+        allowed = 0 if self.final_reason else self.meter.tool_calls_left()
+        self.meter.add_tool_calls(min(len(tools), allowed))
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            futures = {
+                c.id: pool.submit(self._run_tool, c, i < allowed) for i, c in enumerate(tools)
+            }
+            results = {cid: f.result() for cid, f in futures.items()}
+        for c in calls:
+            if c.name == REPORT_FINDING:
+                results[c.id] = self._report(c)
+        return [results[c.id] for c in calls]
+
+    def _run_tool(self, call: ContentBlock, allowed: bool) -> dict[str, Any]:
+        call_id, name, raw = call.id or "", call.name or "", call.input or {}
+        host = str(raw.get("host", "local"))
+        self.observer.tool_started(call_id, name, host, _summary(raw))
+        self._call.id = call_id
+        if allowed:
+            result = execute(self.ctx, name, raw)
+        else:
+            result = _refused(self.final_reason or "the tool-call budget is spent")
+        output = redact(result.output)
+        self.grounder.record(call_id, name, output)
+        self.tool_data[call_id] = result.data
+        self.writer.append(
+            ToolExecuted(
+                call_id=call_id,
+                tool=name,
+                input=raw,
+                host=host,
+                ok=result.ok,
+                output=output,
+                error=redact(result.error) if result.error else None,
+                data=result.data,
+                argv=result.argv,
+                exit_code=result.exit_code,
+                bytes_cut=result.bytes_cut,
+                duration_s=result.duration_s,
+                reconnected=result.reconnected,
+            )
+        )
+        self.observer.tool_ended(call_id, result.ok, result.duration_s)
+        return tool_result_block(call_id, output, not result.ok)
+
+    def _report(self, call: ContentBlock) -> dict[str, Any]:
+        outcome = self.grounder.report(call.id or "", call.input or {})
+        self.writer.append(
+            ToolExecuted(
+                call_id=call.id or "",
+                tool=REPORT_FINDING,
+                input=call.input or {},
+                ok=not outcome.is_error,
+                output=outcome.feedback,
+            )
+        )
+        if outcome.finding is not None:
+            self._keep(call.id or "", outcome.finding)
+        return tool_result_block(call.id or "", outcome.feedback, outcome.is_error)
+
+    def _keep(self, call_id: str, finding: Finding) -> None:
+        self.findings.append(finding)
+        self.writer.append(FindingEvent(call_id=call_id, finding=finding))
+
+    def _approval(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        self.writer.append(
+            ApprovalEvent(
+                call_id=getattr(self._call, "id", ""),
+                tool=request.tool,
+                host=request.host,
+                input=request.input,
+                approved=decision.approved,
+                by=decision.by,
+                reason=decision.reason,
+            )
+        )
+        if self._chained_approval:
+            self._chained_approval(request, decision)
+
+
+def _refused(reason: str) -> ToolResult:
+    return ToolResult.failure(f"not run: {reason}. Report what you have with report_finding.")
+
+
+def _summary(raw: dict[str, Any]) -> str:
+    text = " ".join(f"{k}={v}" for k, v in raw.items() if k != "host")
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,88 @@
+"""The agent's protocols: a Brain answers a Request; an Observer watches the run.
+
+The conversation is kept in the Messages API's shape (a list of
+`{"role": ..., "content": [blocks]}` dicts); a brain for another API maps it
+on the way out and maps its answer back into `ModelResponse` blocks.
+
+```python
+class EchoBrain:
+    name, model = "echo", None
+    def complete(self, request: Request) -> BrainReply:
+        return BrainReply(response=ModelResponse(content=[ContentBlock(type="text", text="hi")]))
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from sleuth.transcripts.events import ModelResponse, Retry, ToolSpec, Usage
+
+Message = dict[str, Any]
+
+
+@dataclass
+class Request:
+    """What a brain sees for one turn."""
+
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec]
+    final: bool = False
+    """The budget is spent: this is the last turn, and only report_finding will be run."""
+    on_retry: Callable[[Retry], None] = field(default=lambda retry: None)
+    """Called as each retry happens, so the view can show it before the turn ends."""
+    tool_data: dict[str, Any] = field(default_factory=dict)
+    """Each earlier call's structured result (ToolResult.data) by call id, for scripted brains."""
+
+
+class BrainReply(BaseModel):
+    response: ModelResponse
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    retries: list[Retry] = Field(default_factory=list)
+    request_hash: str = ""
+    """sha256 of the exact request body sent; empty for brains that send none."""
+
+
+class BrainError(Exception):
+    """The brain could not produce a turn, even after retries; the message says why and what to
+    do."""
+
+
+class Brain(Protocol):
+    @property
+    def name(self) -> str:
+        """anthropic, openai, replay or playbook: recorded in the transcript."""
+        ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    def complete(self, request: Request) -> BrainReply: ...
+
+
+class Observer(Protocol):
+    """Hears each step as it happens (the live view); every method must be cheap."""
+
+    def turn_started(self, turn: int) -> None: ...
+    def turn_ended(self, turn: int, reply: BrainReply, cost_usd: float) -> None: ...
+    def retry(self, retry: Retry) -> None: ...
+    def tool_started(self, call_id: str, tool: str, host: str, summary: str) -> None: ...
+    def tool_ended(self, call_id: str, ok: bool, duration_s: float) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+class Quiet:
+    """An Observer that shows nothing: for tests and --json runs."""
+
+    def turn_started(self, turn: int) -> None: ...
+    def turn_ended(self, turn: int, reply: BrainReply, cost_usd: float) -> None: ...
+    def retry(self, retry: Retry) -> None: ...
+    def tool_started(self, call_id: str, tool: str, host: str, summary: str) -> None: ...
+    def tool_ended(self, call_id: str, ok: bool, duration_s: float) -> None: ...
+    def note(self, text: str) -> None: ...

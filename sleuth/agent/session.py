@@ -1,0 +1,121 @@
+"""Opening an investigation: describe the hosts, write session_started, build the loop.
+
+```python
+inv = start_investigation(question, brain, ctx, settings, Path("transcripts"))
+result = inv.run()
+```
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from sleuth.agent.brains import system_prompt
+from sleuth.agent.budget import price_for
+from sleuth.agent.findings import report_finding_spec
+from sleuth.agent.history import opening_message
+from sleuth.agent.loop import Investigation
+from sleuth.agent.protocols import Brain, Observer, Quiet
+from sleuth.config import Settings
+from sleuth.tools.hosts import HostError
+from sleuth.tools.registry import ToolContext, all_tools
+from sleuth.transcripts.events import HostInfo, SessionStarted, ToolSpec
+from sleuth.transcripts.store import TranscriptWriter
+
+VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
+
+
+def tool_specs() -> list[ToolSpec]:
+    """Every registered tool plus report_finding, in a stable order (it keeps the cache warm)."""
+    specs = [
+        ToolSpec(
+            name=t.name,
+            description=t.description,
+            input_schema=t.input_schema(),
+            mutating=t.mutating,
+        )
+        for t in sorted(all_tools().values(), key=lambda t: t.name)
+    ]
+    return [*specs, report_finding_spec()]
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def describe_hosts(ctx: ToolContext) -> list[HostInfo]:
+    """Each host as resolved; an SSH host that cannot be reached says why in its address."""
+    infos = []
+    for name, sandbox in ctx.hosts.items():
+        info = HostInfo(
+            name=name,
+            address=name,
+            roots=list(sandbox.config.roots),
+            allow=list(sandbox.config.allow),
+        )
+        describe = getattr(sandbox.host, "describe", None)
+        if describe is not None:
+            try:
+                facts: dict[str, Any] = describe()
+            except HostError as exc:
+                info.address = f"unreachable: {exc}"
+            else:
+                info.address = f"{facts.get('user', '')}@{facts.get('address', '')}".lstrip("@")
+                key = str(facts.get("host_key", ""))
+                info.fingerprint = next((w for w in key.split() if w.startswith("SHA256:")), key)
+        infos.append(info)
+    return infos
+
+
+def new_session_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+def start_investigation(
+    question: str,
+    brain: Brain,
+    ctx: ToolContext,
+    settings: Settings,
+    transcripts: Path,
+    *,
+    observer: Observer | None = None,
+    approval_mode: str = "deny",
+) -> Investigation:
+    session_id = new_session_id()
+    writer = TranscriptWriter.create(transcripts, session_id)
+    hosts = describe_hosts(ctx)
+    tools = tool_specs()
+    writer.append(
+        SessionStarted(
+            session_id=session_id,
+            question=question,
+            hosts=hosts,
+            brain=brain.name,
+            model=brain.model,
+            policy={"limits": settings.limits.model_dump(), "approval": approval_mode},
+            budget=settings.budget.model_dump(),
+            versions=versions(),
+            tools=tools,
+        )
+    )
+    return Investigation(
+        brain=brain,
+        ctx=ctx,
+        writer=writer,
+        system=system_prompt(),
+        tools=tools,
+        messages=[opening_message(question, hosts)],
+        budget=settings.budget,
+        price=price_for(brain.model, settings.prices),
+        observer=observer or Quiet(),
+    )
