@@ -1,0 +1,378 @@
+"""launch_server, server_status and stop_server against real processes, locally and over sshd.
+
+The "engine" is the synthetic streaming server (tests/streaming_server.py), started through
+the custom-command preset, or behind stand-in `python` / `vllm` scripts that record the
+argv they were given and then serve it, so the SGLang and vLLM presets run end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sleuth.config import HostConfig, Limits
+from sleuth.tools.engines import LaunchOptions, Speculative, build_argv
+from sleuth.tools.hosts import LocalHost
+from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, SandboxedHost
+from sleuth.tools.registry import ToolContext, execute
+from sleuth.tools.results import ToolError, ToolResult
+
+SERVER = str(Path(__file__).with_name("streaming_server.py"))
+READY_LINE = "The server is fired up and ready to roll!"
+STATE_DIR = Path("/tmp/sleuth-servers")
+ALLOW = ["launch_server", "stop_server"]
+FAST = {"poll_s": 0.1}
+
+# The names each engine documents, checked by hand against the engine's own source:
+# SGLang python/sglang/srt/server_args.py derives each flag from a ServerArgs field
+# (model_path, host, port, tp_size, quantization, mem_fraction_static, speculative_algorithm,
+# speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens); its
+# QUANTIZATION_CHOICES include "modelopt_fp4" and speculative_algorithm's builtins NEXTN.
+SGLANG_DOCUMENTED = {
+    "--model-path", "--host", "--port", "--tp-size", "--quantization", "--mem-fraction-static",
+    "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+}
+# vLLM vllm/engine/arg_utils.py (EngineArgs.add_cli_args: --tensor-parallel-size,
+# --quantization, --gpu-memory-utilization, --speculative-config) and
+# vllm/entrypoints/openai/cli_args.py (--host, --port); "mtp" with num_speculative_tokens
+# is the MTP form in docs/features/speculative_decoding/mtp.md and the Qwen3.5 recipe.
+VLLM_DOCUMENTED = {
+    "--host", "--port", "--tensor-parallel-size", "--quantization", "--gpu-memory-utilization",
+    "--speculative-config",
+}
+
+STAND_IN = """#!/bin/sh
+# Stands in for the engine: records its argv, then serves the synthetic engine on --port.
+printf '%s\\n' "$@" > "$(dirname "$0")/argv.txt"
+port=
+while [ $# -gt 0 ]; do if [ "$1" = --port ]; then port=$2; fi; shift; done
+exec {python} {server} --port "$port" --ready-line
+"""
+
+
+def approve(request: ApprovalRequest) -> ApprovalDecision:
+    return ApprovalDecision(approved=True, by="test")
+
+
+def deny(request: ApprovalRequest) -> ApprovalDecision:
+    return ApprovalDecision(approved=False, by="test", reason="the test said no")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of the group per pgrep, less zombies (dead, only waiting for init to reap)."""
+    listed = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout
+    live = []
+    for pid in map(int, listed.split()):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            live.append(pid)
+    return live
+
+
+def group_alive(pgid: int) -> bool:
+    return bool(live_members(pgid))
+
+
+@pytest.fixture(params=["local", "remote"])
+def where(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def contexts(where: str, request: pytest.FixtureRequest,
+             tmp_path: Path) -> Callable[..., ToolContext]:
+    """Make a context whose host `where` has the given allow list and approver."""
+
+    def make(allow: list[str] = ALLOW,
+             approver: Callable[[ApprovalRequest], ApprovalDecision] = approve) -> ToolContext:
+        roots = [str(tmp_path)]
+        if where == "local":
+            host = SandboxedHost("local", LocalHost(), HostConfig(roots=roots, allow=allow),
+                                 Limits())
+            return ToolContext(hosts={"local": host}, approver=approver)
+        made: ToolContext = request.getfixturevalue("make_context")(
+            roots, allow=allow, approver=approver)
+        return made
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def no_server_left_behind() -> Iterator[None]:
+    """Kill whatever a failing test left running, by the records the tool wrote."""
+    before = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
+    yield
+    for folder in (set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()) - before:
+        try:
+            pgid = json.loads((folder / "record.json").read_text())["pgid"]
+            os.killpg(pgid, signal.SIGKILL)
+        except (OSError, KeyError, ValueError):
+            pass
+
+
+def synthetic(port: int) -> list[str]:
+    return [sys.executable, SERVER, "--port", str(port), "--ready-line"]
+
+
+def launch(ctx: ToolContext, where: str, **fields: Any) -> ToolResult:
+    return execute(ctx, "launch_server", {"host": where, **FAST, **fields})
+
+
+def test_custom_command_is_ready_and_status_reports_it(
+        contexts: Callable[..., ToolContext], where: str) -> None:
+    ctx = contexts()
+    port = free_port()
+    result = launch(ctx, where, engine="command", command=synthetic(port),
+                    ready_url=f"http://127.0.0.1:{port}/health", ready_log_line=READY_LINE,
+                    timeout_s=30)
+    assert result.ok, result.output
+    data = result.data
+    assert data["ready"] and data["port"] == port
+    assert [m["name"] for m in data["milestones"]] == ["ready"]
+    assert group_alive(data["pgid"])
+
+    status = execute(ctx, "server_status", {"host": where, "server_id": data["server_id"]})
+    assert status.ok, status.output
+    assert status.data["alive"] and status.data["ready"]
+    assert status.data["models"] == ["synthetic"]
+    assert READY_LINE in status.data["tail"]
+    assert 0 <= status.data["uptime_s"] < 60
+
+    listed = execute(ctx, "server_status", {"host": where})
+    assert data["server_id"] in [s["server_id"] for s in listed.data["servers"]]
+
+    stop = execute(ctx, "stop_server", {"host": where, "server_id": data["server_id"]})
+    assert stop.ok and stop.data["gone"], stop.output
+    assert not group_alive(data["pgid"])
+
+
+def test_stop_kills_the_whole_group_even_what_ignores_sigterm(
+        contexts: Callable[..., ToolContext], where: str) -> None:
+    ctx = contexts()
+    port = free_port()
+    # The server leaves a child in its group, and both ignore SIGTERM.
+    argv = ["sh", "-c", 'trap "" TERM; sleep 300 & exec "$0" "$@"', *synthetic(port)]
+    result = launch(ctx, where, engine="command", command=argv, ready_log_line=READY_LINE,
+                    timeout_s=30)
+    assert result.ok, result.output
+    pgid = result.data["pgid"]
+    assert len(live_members(pgid)) == 3  # Sleuth's exit-status wrapper, the server, its child
+
+    stop = execute(ctx, "stop_server",
+                   {"host": where, "server_id": result.data["server_id"], "grace_s": 0.3})
+    assert stop.ok, stop.output
+    assert stop.data["signals"] == ["SIGTERM", "SIGKILL"]
+    assert not group_alive(pgid)
+    again = execute(ctx, "stop_server", {"host": where, "server_id": result.data["server_id"]})
+    assert again.ok and again.data["was_running"] == []
+
+
+@pytest.mark.parametrize("then", ["exit 1", "sleep 300"])
+def test_failure_line_ends_the_wait_with_the_log_tail(
+        contexts: Callable[..., ToolContext], where: str, then: str) -> None:
+    ctx = contexts()
+    script = ("echo 'Load weight end. type=Qwen3_5MoeForCausalLM'; sleep 0.2; "
+              "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; "
+              + then)
+    start = time.monotonic()
+    result = launch(ctx, where, engine="command", command=["sh", "-c", script],
+                    ready_log_line=READY_LINE, timeout_s=60)
+    assert time.monotonic() - start < 10
+    assert not result.ok
+    assert result.data["outcome"] == "failed"
+    assert "CUDA out of memory. Tried to allocate" in result.data["failure_line"]
+    assert "CUDA out of memory" in (result.error or "")
+    assert "Load weight end." in result.output.split("log tail:")[1]
+    assert not group_alive(result.data["pgid"])
+
+
+def test_never_ready_times_out_and_the_group_is_killed(
+        contexts: Callable[..., ToolContext], where: str) -> None:
+    ctx = contexts()
+    start = time.monotonic()
+    result = launch(ctx, where, engine="command", command=["sh", "-c", "echo booting; sleep 300"],
+                    ready_log_line="never printed", timeout_s=1.0)
+    assert 1.0 <= time.monotonic() - start < 10
+    assert not result.ok and result.data["outcome"] == "timeout"
+    assert "timeout" in (result.error or "")
+    assert "booting" in result.output
+    assert "SIGTERM" in result.data["stopped"]
+    assert not group_alive(result.data["pgid"])
+
+
+def test_exit_before_ready_reports_the_exit_code(
+        contexts: Callable[..., ToolContext], where: str) -> None:
+    result = launch(contexts(), where, engine="command",
+                    command=["sh", "-c", "echo 'bad flag --foo'; exit 3"],
+                    ready_url="http://127.0.0.1:9/health", timeout_s=30)
+    assert not result.ok
+    assert result.data["outcome"] == "exited" and result.data["exit_code"] == 3
+    assert "bad flag --foo" in result.output
+
+
+def test_env_values_arrive_literally(contexts: Callable[..., ToolContext], where: str,
+                                     tmp_path: Path) -> None:
+    value = f"a b; touch {tmp_path}/CANARY $(touch {tmp_path}/CANARY2) '\""
+    result = launch(contexts(), where, engine="command",
+                    command=["sh", "-c", 'printf "%s\\n" "VAR=$SLEUTH_T_VAR"; exit 0'],
+                    env={"SLEUTH_T_VAR": value}, ready_log_line="never", timeout_s=30)
+    assert result.data["exit_code"] == 0
+    assert f"VAR={value}" in result.output
+    assert not list(tmp_path.glob("CANARY*"))
+
+
+def test_bad_env_name_port_in_use_and_bad_id_are_refused(
+        contexts: Callable[..., ToolContext], where: str) -> None:
+    ctx = contexts()
+    bad_env = launch(ctx, where, engine="command", command=["true"], ready_log_line="x",
+                     env={"LD_PRELOAD=x; Y": "1"})
+    assert not bad_env.ok and "[A-Z_][A-Z0-9_]*" in (bad_env.error or "")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        taken = launch(ctx, where, engine="command", command=synthetic(port),
+                       ready_url=f"http://127.0.0.1:{port}/health")
+    assert not taken.ok and "already accepts connections" in (taken.error or "")
+    for bad in ("../../etc", "srv-20260101-000000-abcdef/../x"):
+        status = execute(ctx, "server_status", {"host": where, "server_id": bad})
+        assert not status.ok and "server_id" in (status.error or "")
+
+
+def test_not_allowed_and_not_approved_launches_are_refused(
+        contexts: Callable[..., ToolContext], where: str) -> None:
+    decisions: list[tuple[str, bool]] = []
+    before = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
+    request = {"engine": "command", "command": synthetic(free_port()), "ready_log_line": "x"}
+
+    not_allowed = contexts(allow=[])
+    not_allowed.on_approval = lambda req, dec: decisions.append((req.tool, dec.approved))
+    result = launch(not_allowed, where, **request)
+    assert not result.ok and "not allowed" in (result.error or "")
+    assert "allow = ['launch_server']" in (result.error or "")
+    assert decisions == []
+
+    denied = contexts(approver=deny)
+    denied.on_approval = lambda req, dec: decisions.append((req.tool, dec.approved))
+    result = launch(denied, where, **request)
+    assert not result.ok and "not approved: the test said no" in (result.error or "")
+    assert decisions == [("launch_server", False)]
+    stop = execute(denied, "stop_server",
+                   {"host": where, "server_id": "srv-20260101-000000-abcdef"})
+    assert not stop.ok and decisions[-1] == ("stop_server", False)
+
+    after = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
+    assert after == before
+
+
+# --- engine presets ----------------------------------------------------------------------
+
+
+def qwen35_nvfp4(engine: str, model: str, python: str) -> LaunchOptions:
+    return LaunchOptions(
+        engine=engine, model_path=model, port=30000, tp=4, quantization="modelopt_fp4",
+        speculative=Speculative(
+            algorithm="NEXTN", num_steps=3,
+            eagle_topk=1 if engine == "sglang" else None,
+            num_draft_tokens=4 if engine == "sglang" else None),
+        mem_fraction=0.85, python=python)
+
+
+MODEL = "/models/Qwen3.5-397B-A17B-NVFP4"
+
+
+def test_sglang_preset_for_qwen35_nvfp4_with_nextn() -> None:
+    argv = build_argv(qwen35_nvfp4("sglang", MODEL, "/venv/bin/python"))
+    assert argv == [
+        "/venv/bin/python", "-m", "sglang.launch_server",
+        "--model-path", MODEL, "--host", "127.0.0.1", "--port", "30000",
+        "--tp-size", "4", "--quantization", "modelopt_fp4", "--mem-fraction-static", "0.85",
+        "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+    ]
+    assert {a for a in argv if a.startswith("--")} <= SGLANG_DOCUMENTED
+
+
+def test_vllm_preset_for_qwen35_nvfp4_with_mtp() -> None:
+    argv = build_argv(qwen35_nvfp4("vllm", MODEL, "/venv/bin/python"))
+    assert argv == [
+        "/venv/bin/vllm", "serve", MODEL, "--host", "127.0.0.1", "--port", "30000",
+        "--tensor-parallel-size", "4", "--quantization", "modelopt_fp4",
+        "--gpu-memory-utilization", "0.85",
+        "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}',
+    ]
+    assert {a for a in argv if a.startswith("--")} <= VLLM_DOCUMENTED
+
+
+def test_presets_refuse_what_the_engine_cannot_take() -> None:
+    with pytest.raises(ToolError, match="no eagle_topk"):
+        build_argv(qwen35_nvfp4("sglang", MODEL, "p").model_copy(update={"engine": "vllm"}))
+    eagle = LaunchOptions(engine="vllm", model_path=MODEL, port=8000,
+                          speculative=Speculative(algorithm="EAGLE3", num_steps=2))
+    with pytest.raises(ToolError, match="draft_model_path"):
+        build_argv(eagle)
+    with pytest.raises(ToolError, match="not a method name"):
+        build_argv(LaunchOptions(engine="sglang", model_path=MODEL, port=8000,
+                                 quantization="fp8 --evil"))
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_engine_preset_runs_end_to_end(contexts: Callable[..., ToolContext], where: str,
+                                       engine: str, tmp_path: Path) -> None:
+    """The preset's argv reaches the engine unchanged, and its readiness rules hold."""
+    model = tmp_path / "Qwen3.5-397B-A17B-NVFP4"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    stand_in = bin_dir / ("python" if engine == "sglang" else "vllm")
+    stand_in.write_text(STAND_IN.format(python=sys.executable, server=SERVER))
+    stand_in.chmod(0o755)
+    port = free_port()
+    ctx = contexts()
+    fields: dict[str, Any] = {
+        "engine": engine, "model_path": str(model), "port": port, "tp": 4,
+        "quantization": "modelopt_fp4", "mem_fraction": 0.85, "timeout_s": 30,
+        "python": str(bin_dir / "python"),
+        "speculative": {"algorithm": "NEXTN", "num_steps": 3},
+    }
+    result = launch(ctx, where, **fields)
+    assert result.ok, result.output
+    expected = build_argv(LaunchOptions(**{k: v for k, v in fields.items()
+                                           if k not in ("timeout_s",)}))
+    assert result.data["argv"] == expected
+    assert (bin_dir / "argv.txt").read_text().splitlines() == expected[1:]
+    names = [m["name"] for m in result.data["milestones"]]
+    assert names == (["ready"] if engine == "sglang" else [])
+
+    status = execute(ctx, "server_status", {"host": where, "server_id": result.data["server_id"]})
+    assert status.ok and status.data["ready"], status.output
+    if engine == "sglang":
+        assert "avg_spec_accept_length" in status.data["server_info"]
+        assert "CUMULATIVE since launch" in status.output
+    else:
+        assert any(line.startswith("vllm:spec_decode_num_drafts_total")
+                   for line in status.data["metrics"]["lines"])
+    stop = execute(ctx, "stop_server", {"host": where, "server_id": result.data["server_id"]})
+    assert stop.ok and not group_alive(result.data["pgid"])
