@@ -1,9 +1,109 @@
-"""Placeholder until its issue lands."""
+"""`sleuth show` and `sleuth verify`: read a recorded transcript, tell it or check it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.markup import escape
+from rich.table import Table
+
+from sleuth.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, console, err_console, fail
+from sleuth.cli.common import print_json as print_json_value
+from sleuth.transcripts.render import FORMATS, render, render_rich
+from sleuth.transcripts.store import LoadedTranscript, TranscriptError, load
+from sleuth.transcripts.verify import VerifyReport, verify
+
+TranscriptArg = Annotated[
+    Path,
+    typer.Argument(
+        help="A transcript file (.jsonl), e.g. transcripts/20261129T093012Z-ab12.jsonl."
+    ),
+]
+
+
+def _load_or_exit(path: Path) -> LoadedTranscript:
+    try:
+        loaded = load(path)
+    except TranscriptError as exc:
+        fail(str(exc))
+    if loaded.torn_tail:
+        err_console.print(f"[yellow]warning:[/] {escape(str(path))}: {escape(loaded.torn_tail)}")
+    return loaded
+
+
+def show(
+    transcript: TranscriptArg,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")
+    ] = "text",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+) -> None:
+    """Tell an investigation as a story: the question, reasoning, calls, findings, totals."""
+    if fmt not in FORMATS:
+        fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", EXIT_USAGE)
+    events = _load_or_exit(transcript).events
+    if output is None and fmt == "text":
+        console.print(render_rich(events))
+        return
+    rendered = render(events, fmt)
+    if output is None:
+        typer.echo(rendered, nl=False)
+        return
+    try:
+        output.write_text(rendered, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}")
+    err_console.print(f"wrote {escape(str(output))} ({fmt}, {len(events)} events)")
+
+
+def _print_report(report: VerifyReport) -> None:
+    name = escape(report.path)
+    if report.problems:
+        table = Table("line", "kind", "problem", title=f"{name}: {len(report.problems)} problems")
+        for problem in report.problems:
+            table.add_row(str(problem.line), problem.kind, escape(problem.message))
+        console.print(table)
+        first = report.problems[0].line
+        console.print(
+            f"[bold red]TAMPERED OR INVALID[/] from line {first}: {report.events} lines checked."
+        )
+    else:
+        console.print(f"[bold green]OK[/] {name}: {report.events} events, hash chain intact.")
+    if report.torn_tail:
+        console.print(f"[yellow]warning:[/] {escape(report.torn_tail)}")
+    if not report.ended and report.events:
+        console.print(
+            "[yellow]note:[/] no session_ended event: the session did not finish"
+            " (or its last events were cut off)."
+        )
+
+
+def verify_cmd(
+    transcript: TranscriptArg,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Check a transcript's schema and hash chain; exit 1 naming the line of any edit."""
+    try:
+        report = verify(transcript)
+    except TranscriptError as exc:
+        fail(str(exc))
+    if as_json:
+        print_json_value(report)
+    else:
+        _print_report(report)
+    raise typer.Exit(EXIT_OK if report.ok else EXIT_ERROR)
+
+
+COMMANDS: dict[str, Callable[..., None]] = {"show": show, "verify": verify_cmd}
+"""Commands this module adds; `replay` and `resume` join here."""
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    for name, command in COMMANDS.items():
+        app.command(name)(command)

@@ -1,0 +1,437 @@
+"""Tell a transcript as a story: the question, each turn's reasoning, the calls, the findings.
+
+    events = load(path).events
+    html_page = render_html(events)      # one self-contained file
+    console.print(render_rich(events))   # the terminal form
+
+Every format walks the same `Story`, built once from the events, so they agree
+on what is shown. Long outputs are folded; evidence links to the call it quotes.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rich.console import Console, Group, RenderableType
+from rich.markup import escape
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.text import Text
+
+from sleuth.transcripts.events import (
+    ApprovalEvent,
+    ErrorEvent,
+    Event,
+    FindingEvent,
+    ModelTurn,
+    SessionEnded,
+    SessionStarted,
+    ToolExecuted,
+    Totals,
+)
+
+FOLD_LINES = 20
+"""Outputs longer than this many lines (or FOLD_CHARS) are folded."""
+FOLD_CHARS = 2000
+TEXT_HEAD_LINES = 12
+"""How much of a folded output the terminal form still shows."""
+
+FORMATS = ("text", "md", "html", "json")
+
+
+@dataclass
+class Story:
+    """The events regrouped for reading. Steps keep the transcript's order."""
+
+    started: SessionStarted | None = None
+    steps: list[Event] = field(default_factory=list)
+    ended: SessionEnded | None = None
+    calls: dict[str, ToolExecuted] = field(default_factory=dict)
+
+
+def build_story(events: Sequence[Event]) -> Story:
+    story = Story()
+    for event in events:
+        if isinstance(event, SessionStarted) and story.started is None:
+            story.started = event
+        elif isinstance(event, SessionEnded):
+            story.ended = event
+        else:
+            story.steps.append(event)
+            if isinstance(event, ToolExecuted):
+                story.calls[event.call_id] = event
+    return story
+
+
+def totals_of(story: Story) -> Totals:
+    """The recorded totals, or ones counted from the events when the session never ended."""
+    if story.ended is not None:
+        return story.ended.totals
+    turns = [step for step in story.steps if isinstance(step, ModelTurn)]
+    return Totals(
+        turns=len(turns),
+        tool_calls=len(story.calls),
+        input_tokens=sum(t.usage.input_tokens for t in turns),
+        output_tokens=sum(t.usage.output_tokens for t in turns),
+        cache_read_tokens=sum(t.usage.cache_read_tokens for t in turns),
+        cache_write_tokens=sum(t.usage.cache_write_tokens for t in turns),
+        cost_usd=sum(t.cost_usd for t in turns),
+    )
+
+
+def reasoning(turn: ModelTurn) -> str:
+    return "\n\n".join(
+        block.text for block in turn.response.content if block.type == "text" and block.text
+    )
+
+
+def command_lines(call: ToolExecuted) -> list[str]:
+    return [" ".join(_shell_word(word) for word in argv) for argv in call.argv]
+
+
+def _shell_word(word: str) -> str:
+    return word if re.fullmatch(r"[A-Za-z0-9_./:=@%+,-]+", word) else json.dumps(word)
+
+
+def is_long(text: str) -> bool:
+    return text.count("\n") >= FOLD_LINES or len(text) > FOLD_CHARS
+
+
+def anchor(call_id: str) -> str:
+    return "call-" + re.sub(r"[^A-Za-z0-9_-]", "-", call_id)
+
+
+def call_label(story: Story, call_id: str) -> str:
+    call = story.calls.get(call_id)
+    if call is None:
+        return f"{call_id} (not in this transcript)"
+    return f"{call_id} ({call.tool} on {call.host or '?'})"
+
+
+def _status(call: ToolExecuted) -> str:
+    if not call.ok:
+        return "failed"
+    return "ok" if call.exit_code in (None, 0) else f"exit {call.exit_code}"
+
+
+def _totals_line(story: Story) -> str:
+    t = totals_of(story)
+    status = story.ended.status if story.ended else "not finished (no session_ended event)"
+    return (
+        f"status {status} · {t.turns} turns · {t.tool_calls} tool calls · "
+        f"{t.input_tokens} in / {t.output_tokens} out tokens "
+        f"(cache {t.cache_read_tokens} read, {t.cache_write_tokens} written) · "
+        f"${t.cost_usd:.4f} · {t.wall_s:.1f} s"
+    )
+
+
+def _session_line(s: SessionStarted) -> str:
+    hosts = ", ".join(f"{h.name} ({h.address or '?'})" for h in s.hosts) or "none"
+    model = f" ({s.model})" if s.model else ""
+    return f"session {s.session_id} · brain {s.brain}{model} · hosts {hosts}"
+
+
+def _grounded_mark(grounded: bool | None) -> str:
+    return {True: "✓ grounded", False: "✗ not grounded", None: "unchecked"}[grounded]
+
+
+# --- JSON -----------------------------------------------------------------
+
+
+def render_json(events: Sequence[Event]) -> str:
+    """The events as one JSON array, exactly as stored."""
+    data = [event.model_dump(mode="json") for event in events]
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+# --- Markdown -------------------------------------------------------------
+
+
+def _fence(text: str, info: str = "") -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{info}\n{text.rstrip()}\n{ticks}"
+
+
+def _md_call(call: ToolExecuted) -> list[str]:
+    lines = [
+        f'<a id="{anchor(call.call_id)}"></a>',
+        f"**Call `{call.call_id}`: {call.tool}** on `{call.host or '?'}` · {_status(call)}"
+        f" · {call.duration_s:.2f} s"
+        + (f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""),
+        "",
+        _fence(json.dumps(call.input, ensure_ascii=False), "json"),
+    ]
+    if call.argv:
+        lines += ["", "Ran:", "", _fence("\n".join(command_lines(call)), "sh")]
+    output = call.output or "(no output)"
+    if is_long(output):
+        count = output.count("\n") + 1
+        lines += ["", f"<details><summary>output ({count} lines)</summary>", ""]
+        lines += [_fence(output), "", "</details>"]
+    else:
+        lines += ["", _fence(output)]
+    return [*lines, ""]
+
+
+def _md_finding(story: Story, event: FindingEvent) -> list[str]:
+    f = event.finding
+    lines = [
+        f"### Finding: {f.claim}",
+        "",
+        f"**{f.verdict}** · confidence {f.confidence:.2f} · {_grounded_mark(f.grounded)}",
+        "",
+    ]
+    for ev in f.evidence:
+        link = f"[{call_label(story, ev.call_id)}](#{anchor(ev.call_id)})"
+        lines.append(f"- {link} ({_grounded_mark(ev.grounded)}):")
+        lines += ["", "  " + _fence(ev.quote).replace("\n", "\n  "), ""]
+    if f.next_steps:
+        lines += ["Next steps:", "", *(f"- {step}" for step in f.next_steps), ""]
+    return lines
+
+
+def _md_step(story: Story, step: Event) -> list[str]:
+    if isinstance(step, ModelTurn):
+        text = reasoning(step) or "_(no text; tool calls only)_"
+        return [f"## Turn {step.turn}", "", text, ""]
+    if isinstance(step, ToolExecuted):
+        return _md_call(step)
+    if isinstance(step, FindingEvent):
+        return _md_finding(story, step)
+    if isinstance(step, ApprovalEvent):
+        verdict = "approved" if step.approved else "denied"
+        why = f": {step.reason}" if step.reason else ""
+        return [f"> Approval: {step.tool} on `{step.host}` {verdict} by {step.by}{why}", ""]
+    if isinstance(step, ErrorEvent):
+        return [f"> **Error** ({step.where}): {step.message}", ""]
+    return []
+
+
+def render_markdown(events: Sequence[Event]) -> str:
+    story = build_story(events)
+    out = ["# Sleuth investigation", ""]
+    if story.started is not None:
+        s = story.started
+        out += [f"**Question:** {s.question}", ""]
+        out += [_session_line(s), ""]
+    for step in story.steps:
+        out += _md_step(story, step)
+    if story.ended is not None and story.ended.summary:
+        out += ["## Summary", "", story.ended.summary, ""]
+    out += ["## Totals", "", _totals_line(story), ""]
+    return "\n".join(out)
+
+
+# --- HTML -----------------------------------------------------------------
+
+_CSS = """
+body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
+color:#1d1d1f;background:#fff}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
+.question{font-size:1.1rem;background:#f4f6fb;padding:.75rem 1rem;border-radius:6px}
+.meta,.call-head{color:#555;font-size:.9rem}
+.call{border:1px solid #ddd;border-radius:6px;padding:.5rem 1rem;margin:1rem 0}
+.call:target{border-color:#3b6fd8;box-shadow:0 0 0 2px #c9d8f7}
+pre{background:#f6f6f6;padding:.5rem;overflow-x:auto;white-space:pre-wrap;
+word-break:break-word;font:13px/1.4 ui-monospace,monospace}
+.finding{border-left:4px solid #3b6fd8;padding:.25rem 1rem;margin:1rem 0;background:#fafbff}
+.ok{color:#1a7f37}.bad{color:#c62828}.warn{color:#9a6700}
+summary{cursor:pointer;color:#3b6fd8}
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _html_call(call: ToolExecuted) -> str:
+    cls = "ok" if call.ok and call.exit_code in (None, 0) else "bad"
+    cut = f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""
+    parts = [
+        f'<div class="call" id="{anchor(call.call_id)}">',
+        f'<div class="call-head"><b>{_e(call.tool)}</b> on <code>{_e(call.host or "?")}</code>'
+        f' · <span class="{cls}">{_e(_status(call))}</span> · {call.duration_s:.2f} s{cut}'
+        f" · call <code>{_e(call.call_id)}</code></div>",
+        f"<pre>{_e(json.dumps(call.input, ensure_ascii=False))}</pre>",
+    ]
+    if call.argv:
+        parts.append(f"<pre>$ {_e(chr(10).join(command_lines(call)))}</pre>")
+    output = call.output or "(no output)"
+    if is_long(output):
+        count = output.count("\n") + 1
+        parts.append(
+            f"<details><summary>output ({count} lines)</summary><pre>{_e(output)}</pre></details>"
+        )
+    else:
+        parts.append(f"<pre>{_e(output)}</pre>")
+    return "\n".join([*parts, "</div>"])
+
+
+def _html_finding(story: Story, event: FindingEvent) -> str:
+    f = event.finding
+    mark_cls = "ok" if f.grounded else "warn"
+    items = []
+    for ev in f.evidence:
+        ev_cls = "ok" if ev.grounded else "warn"
+        items.append(
+            f'<li><a href="#{anchor(ev.call_id)}">{_e(call_label(story, ev.call_id))}</a>'
+            f' <span class="{ev_cls}">{_e(_grounded_mark(ev.grounded))}</span>'
+            f"<pre>{_e(ev.quote)}</pre></li>"
+        )
+    steps = "".join(f"<li>{_e(step)}</li>" for step in f.next_steps)
+    return (
+        f'<div class="finding"><h3>{_e(f.claim)}</h3>'
+        f"<p><b>{_e(f.verdict)}</b> · confidence {f.confidence:.2f} · "
+        f'<span class="{mark_cls}">{_e(_grounded_mark(f.grounded))}</span></p>'
+        f"<ul>{''.join(items)}</ul>"
+        + (f"<p>Next steps:</p><ul>{steps}</ul>" if steps else "")
+        + "</div>"
+    )
+
+
+def _html_step(story: Story, step: Event) -> str:
+    if isinstance(step, ModelTurn):
+        text = reasoning(step)
+        body = "".join(f"<p>{_e(p)}</p>" for p in text.split("\n\n")) if text else ""
+        return f"<h2>Turn {step.turn}</h2>{body or '<p class=meta>(tool calls only)</p>'}"
+    if isinstance(step, ToolExecuted):
+        return _html_call(step)
+    if isinstance(step, FindingEvent):
+        return _html_finding(story, step)
+    if isinstance(step, ApprovalEvent):
+        verdict = "approved" if step.approved else "denied"
+        why = f": {step.reason}" if step.reason else ""
+        return (
+            f'<p class="meta">Approval: {_e(step.tool)} on <code>{_e(step.host)}</code> '
+            f"{verdict} by {_e(step.by)}{_e(why)}</p>"
+        )
+    if isinstance(step, ErrorEvent):
+        return f'<p class="bad">Error ({_e(step.where)}): {_e(step.message)}</p>'
+    return ""
+
+
+def render_html(events: Sequence[Event]) -> str:
+    """One self-contained page: inline CSS, no scripts, no external assets."""
+    story = build_story(events)
+    head = ""
+    title = "Sleuth investigation"
+    if story.started is not None:
+        s = story.started
+        title = s.question[:80]
+        head = f'<p class="question">{_e(s.question)}</p><p class="meta">{_e(_session_line(s))}</p>'
+    body = "\n".join(_html_step(story, step) for step in story.steps)
+    summary = ""
+    if story.ended is not None and story.ended.summary:
+        summary = f"<h2>Summary</h2><p>{_e(story.ended.summary)}</p>"
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
+        f"<h1>Sleuth investigation</h1>{head}\n{body}\n{summary}"
+        f'<h2>Totals</h2><p class="meta">{_e(_totals_line(story))}</p>\n</body></html>\n'
+    )
+
+
+# --- Terminal (rich) ------------------------------------------------------
+
+
+def _fold_text(output: str) -> str:
+    if not is_long(output):
+        return output
+    lines = output.splitlines()
+    head = "\n".join(lines[:TEXT_HEAD_LINES])[:FOLD_CHARS]
+    return f"{head}\n… {len(lines) - TEXT_HEAD_LINES} more lines folded (--format html shows all)"
+
+
+def _rich_call(call: ToolExecuted) -> RenderableType:
+    colour = "green" if call.ok and call.exit_code in (None, 0) else "red"
+    cut = f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""
+    title = (
+        f"[bold]{escape(call.tool)}[/] on [cyan]{escape(call.host or '?')}[/] · "
+        f"[{colour}]{escape(_status(call))}[/] · {call.duration_s:.2f} s{cut}"
+    )
+    body = [Text(json.dumps(call.input, ensure_ascii=False), style="dim")]
+    body += [Text("$ " + line, style="yellow") for line in command_lines(call)]
+    body.append(Text(_fold_text(call.output or "(no output)")))
+    return Panel(Group(*body), title=title, subtitle=escape(call.call_id), title_align="left")
+
+
+def _rich_finding(story: Story, event: FindingEvent) -> RenderableType:
+    f = event.finding
+    colour = "green" if f.grounded else "yellow"
+    lines: list[RenderableType] = [
+        Text.from_markup(
+            f"[bold]{escape(f.verdict)}[/] · confidence {f.confidence:.2f} · "
+            f"[{colour}]{escape(_grounded_mark(f.grounded))}[/]"
+        )
+    ]
+    for ev in f.evidence:
+        lines.append(
+            Text.from_markup(
+                f"→ call [cyan]{escape(call_label(story, ev.call_id))}[/]"
+                f" ({escape(_grounded_mark(ev.grounded))}): "
+            )
+            + Text(ev.quote, style="italic")
+        )
+    lines += [Text(f"next: {step}", style="dim") for step in f.next_steps]
+    return Panel(
+        Group(*lines), title=Text(f"Finding: {f.claim}", style="bold"), border_style="blue"
+    )
+
+
+def _rich_step(story: Story, step: Event) -> RenderableType | None:
+    if isinstance(step, ModelTurn):
+        text = reasoning(step) or "(tool calls only)"
+        return Group(Rule(f"Turn {step.turn}", align="left"), Text(text))
+    if isinstance(step, ToolExecuted):
+        return _rich_call(step)
+    if isinstance(step, FindingEvent):
+        return _rich_finding(story, step)
+    if isinstance(step, ApprovalEvent):
+        verdict = "approved" if step.approved else "denied"
+        why = f": {step.reason}" if step.reason else ""
+        return Text(f"approval: {step.tool} on {step.host} {verdict} by {step.by}{why}", "dim")
+    if isinstance(step, ErrorEvent):
+        return Text(f"error ({step.where}): {step.message}", style="red")
+    return None
+
+
+def render_rich(events: Sequence[Event]) -> RenderableType:
+    story = build_story(events)
+    parts: list[RenderableType] = []
+    if story.started is not None:
+        s = story.started
+        parts.append(Panel(Text(s.question, style="bold"), title="Question", title_align="left"))
+        parts.append(Text(_session_line(s), "dim"))
+    parts += [r for r in (_rich_step(story, step) for step in story.steps) if r is not None]
+    if story.ended is not None and story.ended.summary:
+        parts += [Rule("Summary", align="left"), Text(story.ended.summary)]
+    parts += [Rule("Totals", align="left"), Text(_totals_line(story))]
+    return Group(*parts)
+
+
+def render_text(events: Sequence[Event], width: int = 100) -> str:
+    """The terminal form as plain text (for `--output FILE`)."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, no_color=True, force_terminal=False).print(
+        render_rich(events)
+    )
+    return buffer.getvalue()
+
+
+def render(events: Sequence[Event], fmt: str) -> str:
+    """`fmt` is one of FORMATS."""
+    renderers = {
+        "text": render_text,
+        "md": render_markdown,
+        "html": render_html,
+        "json": render_json,
+    }
+    if fmt not in renderers:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return renderers[fmt](events)

@@ -1,0 +1,159 @@
+"""Check a transcript as an audit trail: every line's schema, sequence and hash chain.
+
+    report = verify(Path("transcripts/20261129T093012Z-ab12.jsonl"))
+    if not report.ok:
+        for problem in report.problems:
+            print(problem.line, problem.kind, problem.message)
+
+An edited event fails its own hash; a removed or reordered event breaks the
+sequence and the chain at the line where it happened. A torn last line (a
+crash mid-write) is not tampering: it is reported in `torn_tail` and the
+prefix before it can still verify.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from sleuth.transcripts.events import parse_event
+from sleuth.transcripts.store import TranscriptError, event_hash, split_lines
+
+ProblemKind = Literal["json", "schema", "seq", "chain", "hash", "start"]
+
+
+class Problem(BaseModel):
+    line: int
+    """1-based line number in the file."""
+    kind: ProblemKind
+    message: str
+
+
+class VerifyReport(BaseModel):
+    path: str
+    ok: bool
+    events: int
+    """Complete lines checked (the torn tail, if any, is not counted)."""
+    problems: list[Problem]
+    torn_tail: str | None = None
+    """Set when the last line was cut off: a warning, not tampering."""
+    ended: bool = False
+    """The last event is session_ended. A chain cannot tell events cut off the end from a
+    session that stopped early, so a missing end is worth a look."""
+
+
+class _Chain:
+    """What the next line must carry, taken from the line before it as recorded."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.prev = ""
+
+    def check(self, number: int, raw: dict[str, Any]) -> list[Problem]:
+        problems = []
+        seq, prev = raw.get("seq"), raw.get("prev")
+        if seq != self.seq:
+            problems.append(
+                Problem(
+                    line=number,
+                    kind="seq",
+                    message=f"seq is {seq!r}, expected {self.seq}: an event before this one"
+                    " was removed, or events were reordered",
+                )
+            )
+        if prev != self.prev:
+            problems.append(
+                Problem(
+                    line=number,
+                    kind="chain",
+                    message="prev does not match the hash of the line before it:"
+                    " an event was removed, inserted or reordered here",
+                )
+            )
+        if raw.get("hash") != event_hash(raw):
+            problems.append(
+                Problem(
+                    line=number,
+                    kind="hash",
+                    message="hash does not match the event's content: this line was edited",
+                )
+            )
+        self.seq = seq + 1 if isinstance(seq, int) else self.seq + 1
+        recorded = raw.get("hash")
+        self.prev = recorded if isinstance(recorded, str) else ""
+        return problems
+
+
+def _schema_problem(number: int, raw: dict[str, Any]) -> Problem | None:
+    try:
+        parse_event(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return Problem(
+            line=number,
+            kind="schema",
+            message=f"not a valid event: {where}: {first['msg']} ({exc.error_count()} errors)",
+        )
+    if number == 1 and raw.get("type") != "session_started":
+        return Problem(line=1, kind="start", message="the first event is not session_started")
+    return None
+
+
+def _check_line(number: int, line: bytes, chain: _Chain) -> list[Problem]:
+    try:
+        raw = json.loads(line)
+    except ValueError as exc:
+        chain.seq += 1
+        chain.prev = ""
+        return [Problem(line=number, kind="json", message=f"not JSON: {exc}")]
+    if not isinstance(raw, dict):
+        chain.seq += 1
+        return [Problem(line=number, kind="json", message="not a JSON object")]
+    schema = _schema_problem(number, raw)
+    return ([schema] if schema else []) + chain.check(number, raw)
+
+
+def _ends_session(lines: list[bytes]) -> bool:
+    try:
+        last = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return False
+    return isinstance(last, dict) and last.get("type") == "session_ended"
+
+
+def verify(path: Path) -> VerifyReport:
+    """Check every complete line of the transcript at `path`; never raises for bad content.
+
+    Raises TranscriptError only when the file cannot be read.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+    raw = split_lines(data)
+    chain = _Chain()
+    problems: list[Problem] = []
+    for number, line in enumerate(raw.lines, start=1):
+        problems += _check_line(number, line, chain)
+    torn = None
+    if raw.torn_tail is not None:
+        torn = (
+            f"line {len(raw.lines) + 1} is incomplete ({len(raw.torn_tail)} bytes):"
+            " the writer stopped mid-event (a crash, kill or full disk); the lines before it"
+            " are checked and the torn line is ignored"
+        )
+    if not raw.lines and raw.torn_tail is None:
+        problems.append(Problem(line=1, kind="start", message="the transcript is empty"))
+    return VerifyReport(
+        path=str(path),
+        ok=not problems,
+        events=len(raw.lines),
+        problems=problems,
+        torn_tail=torn,
+        ended=_ends_session(raw.lines),
+    )
