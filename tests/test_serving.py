@@ -39,8 +39,15 @@ FAST = {"poll_s": 0.1}
 # speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens); its
 # QUANTIZATION_CHOICES include "modelopt_fp4" and speculative_algorithm's builtins NEXTN.
 SGLANG_DOCUMENTED = {
-    "--model-path", "--host", "--port", "--tp-size", "--quantization", "--mem-fraction-static",
-    "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
+    "--model-path",
+    "--host",
+    "--port",
+    "--tp-size",
+    "--quantization",
+    "--mem-fraction-static",
+    "--speculative-algorithm",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
     "--speculative-num-draft-tokens",
 }
 # vLLM vllm/engine/arg_utils.py (EngineArgs.add_cli_args: --tensor-parallel-size,
@@ -48,7 +55,11 @@ SGLANG_DOCUMENTED = {
 # vllm/entrypoints/openai/cli_args.py (--host, --port); "mtp" with num_speculative_tokens
 # is the MTP form in docs/features/speculative_decoding/mtp.md and the Qwen3.5 recipe.
 VLLM_DOCUMENTED = {
-    "--host", "--port", "--tensor-parallel-size", "--quantization", "--gpu-memory-utilization",
+    "--host",
+    "--port",
+    "--tensor-parallel-size",
+    "--quantization",
+    "--gpu-memory-utilization",
     "--speculative-config",
 }
 
@@ -100,19 +111,23 @@ def where(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def contexts(where: str, request: pytest.FixtureRequest,
-             tmp_path: Path) -> Callable[..., ToolContext]:
+def contexts(
+    where: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Callable[..., ToolContext]:
     """Make a context whose host `where` has the given allow list and approver."""
 
-    def make(allow: list[str] = ALLOW,
-             approver: Callable[[ApprovalRequest], ApprovalDecision] = approve) -> ToolContext:
+    def make(
+        allow: list[str] = ALLOW, approver: Callable[[ApprovalRequest], ApprovalDecision] = approve
+    ) -> ToolContext:
         roots = [str(tmp_path)]
         if where == "local":
-            host = SandboxedHost("local", LocalHost(), HostConfig(roots=roots, allow=allow),
-                                 Limits())
+            host = SandboxedHost(
+                "local", LocalHost(), HostConfig(roots=roots, allow=allow), Limits()
+            )
             return ToolContext(hosts={"local": host}, approver=approver)
         made: ToolContext = request.getfixturevalue("make_context")(
-            roots, allow=allow, approver=approver)
+            roots, allow=allow, approver=approver
+        )
         return made
 
     return make
@@ -140,12 +155,19 @@ def launch(ctx: ToolContext, where: str, **fields: Any) -> ToolResult:
 
 
 def test_custom_command_is_ready_and_status_reports_it(
-        contexts: Callable[..., ToolContext], where: str) -> None:
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
     ctx = contexts()
     port = free_port()
-    result = launch(ctx, where, engine="command", command=synthetic(port),
-                    ready_url=f"http://127.0.0.1:{port}/health", ready_log_line=READY_LINE,
-                    timeout_s=30)
+    result = launch(
+        ctx,
+        where,
+        engine="command",
+        command=synthetic(port),
+        ready_url=f"http://127.0.0.1:{port}/health",
+        ready_log_line=READY_LINE,
+        timeout_s=30,
+    )
     assert result.ok, result.output
     data = result.data
     assert data["ready"] and data["port"] == port
@@ -168,19 +190,22 @@ def test_custom_command_is_ready_and_status_reports_it(
 
 
 def test_stop_kills_the_whole_group_even_what_ignores_sigterm(
-        contexts: Callable[..., ToolContext], where: str) -> None:
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
     ctx = contexts()
     port = free_port()
     # The server leaves a child in its group, and both ignore SIGTERM.
     argv = ["sh", "-c", 'trap "" TERM; sleep 300 & exec "$0" "$@"', *synthetic(port)]
-    result = launch(ctx, where, engine="command", command=argv, ready_log_line=READY_LINE,
-                    timeout_s=30)
+    result = launch(
+        ctx, where, engine="command", command=argv, ready_log_line=READY_LINE, timeout_s=30
+    )
     assert result.ok, result.output
     pgid = result.data["pgid"]
     assert len(live_members(pgid)) == 3  # Sleuth's exit-status wrapper, the server, its child
 
-    stop = execute(ctx, "stop_server",
-                   {"host": where, "server_id": result.data["server_id"], "grace_s": 0.3})
+    stop = execute(
+        ctx, "stop_server", {"host": where, "server_id": result.data["server_id"], "grace_s": 0.3}
+    )
     assert stop.ok, stop.output
     assert stop.data["signals"] == ["SIGTERM", "SIGKILL"]
     assert not group_alive(pgid)
@@ -190,14 +215,22 @@ def test_stop_kills_the_whole_group_even_what_ignores_sigterm(
 
 @pytest.mark.parametrize("then", ["exit 1", "sleep 300"])
 def test_failure_line_ends_the_wait_with_the_log_tail(
-        contexts: Callable[..., ToolContext], where: str, then: str) -> None:
+    contexts: Callable[..., ToolContext], where: str, then: str
+) -> None:
     ctx = contexts()
-    script = ("echo 'Load weight end. type=Qwen3_5MoeForCausalLM'; sleep 0.2; "
-              "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; "
-              + then)
+    script = (
+        "echo 'Load weight end. type=Qwen3_5MoeForCausalLM'; sleep 0.2; "
+        "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; " + then
+    )
     start = time.monotonic()
-    result = launch(ctx, where, engine="command", command=["sh", "-c", script],
-                    ready_log_line=READY_LINE, timeout_s=60)
+    result = launch(
+        ctx,
+        where,
+        engine="command",
+        command=["sh", "-c", script],
+        ready_log_line=READY_LINE,
+        timeout_s=60,
+    )
     assert time.monotonic() - start < 10
     assert not result.ok
     assert result.data["outcome"] == "failed"
@@ -208,11 +241,18 @@ def test_failure_line_ends_the_wait_with_the_log_tail(
 
 
 def test_never_ready_times_out_and_the_group_is_killed(
-        contexts: Callable[..., ToolContext], where: str) -> None:
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
     ctx = contexts()
     start = time.monotonic()
-    result = launch(ctx, where, engine="command", command=["sh", "-c", "echo booting; sleep 300"],
-                    ready_log_line="never printed", timeout_s=1.0)
+    result = launch(
+        ctx,
+        where,
+        engine="command",
+        command=["sh", "-c", "echo booting; sleep 300"],
+        ready_log_line="never printed",
+        timeout_s=1.0,
+    )
     assert 1.0 <= time.monotonic() - start < 10
     assert not result.ok and result.data["outcome"] == "timeout"
     assert "timeout" in (result.error or "")
@@ -222,38 +262,63 @@ def test_never_ready_times_out_and_the_group_is_killed(
 
 
 def test_exit_before_ready_reports_the_exit_code(
-        contexts: Callable[..., ToolContext], where: str) -> None:
-    result = launch(contexts(), where, engine="command",
-                    command=["sh", "-c", "echo 'bad flag --foo'; exit 3"],
-                    ready_url="http://127.0.0.1:9/health", timeout_s=30)
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
+    result = launch(
+        contexts(),
+        where,
+        engine="command",
+        command=["sh", "-c", "echo 'bad flag --foo'; exit 3"],
+        ready_url="http://127.0.0.1:9/health",
+        timeout_s=30,
+    )
     assert not result.ok
     assert result.data["outcome"] == "exited" and result.data["exit_code"] == 3
     assert "bad flag --foo" in result.output
 
 
-def test_env_values_arrive_literally(contexts: Callable[..., ToolContext], where: str,
-                                     tmp_path: Path) -> None:
+def test_env_values_arrive_literally(
+    contexts: Callable[..., ToolContext], where: str, tmp_path: Path
+) -> None:
     value = f"a b; touch {tmp_path}/CANARY $(touch {tmp_path}/CANARY2) '\""
-    result = launch(contexts(), where, engine="command",
-                    command=["sh", "-c", 'printf "%s\\n" "VAR=$SLEUTH_T_VAR"; exit 0'],
-                    env={"SLEUTH_T_VAR": value}, ready_log_line="never", timeout_s=30)
+    result = launch(
+        contexts(),
+        where,
+        engine="command",
+        command=["sh", "-c", 'printf "%s\\n" "VAR=$SLEUTH_T_VAR"; exit 0'],
+        env={"SLEUTH_T_VAR": value},
+        ready_log_line="never",
+        timeout_s=30,
+    )
     assert result.data["exit_code"] == 0
     assert f"VAR={value}" in result.output
     assert not list(tmp_path.glob("CANARY*"))
 
 
 def test_bad_env_name_port_in_use_and_bad_id_are_refused(
-        contexts: Callable[..., ToolContext], where: str) -> None:
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
     ctx = contexts()
-    bad_env = launch(ctx, where, engine="command", command=["true"], ready_log_line="x",
-                     env={"LD_PRELOAD=x; Y": "1"})
+    bad_env = launch(
+        ctx,
+        where,
+        engine="command",
+        command=["true"],
+        ready_log_line="x",
+        env={"LD_PRELOAD=x; Y": "1"},
+    )
     assert not bad_env.ok and "[A-Z_][A-Z0-9_]*" in (bad_env.error or "")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        taken = launch(ctx, where, engine="command", command=synthetic(port),
-                       ready_url=f"http://127.0.0.1:{port}/health")
+        taken = launch(
+            ctx,
+            where,
+            engine="command",
+            command=synthetic(port),
+            ready_url=f"http://127.0.0.1:{port}/health",
+        )
     assert not taken.ok and "already accepts connections" in (taken.error or "")
     for bad in ("../../etc", "srv-20260101-000000-abcdef/../x"):
         status = execute(ctx, "server_status", {"host": where, "server_id": bad})
@@ -261,7 +326,8 @@ def test_bad_env_name_port_in_use_and_bad_id_are_refused(
 
 
 def test_not_allowed_and_not_approved_launches_are_refused(
-        contexts: Callable[..., ToolContext], where: str) -> None:
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
     decisions: list[tuple[str, bool]] = []
     before = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
     request = {"engine": "command", "command": synthetic(free_port()), "ready_log_line": "x"}
@@ -278,8 +344,9 @@ def test_not_allowed_and_not_approved_launches_are_refused(
     result = launch(denied, where, **request)
     assert not result.ok and "not approved: the test said no" in (result.error or "")
     assert decisions == [("launch_server", False)]
-    stop = execute(denied, "stop_server",
-                   {"host": where, "server_id": "srv-20260101-000000-abcdef"})
+    stop = execute(
+        denied, "stop_server", {"host": where, "server_id": "srv-20260101-000000-abcdef"}
+    )
     assert not stop.ok and decisions[-1] == ("stop_server", False)
 
     after = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
@@ -291,12 +358,20 @@ def test_not_allowed_and_not_approved_launches_are_refused(
 
 def qwen35_nvfp4(engine: str, model: str, python: str) -> LaunchOptions:
     return LaunchOptions(
-        engine=engine, model_path=model, port=30000, tp=4, quantization="modelopt_fp4",
+        engine=engine,
+        model_path=model,
+        port=30000,
+        tp=4,
+        quantization="modelopt_fp4",
         speculative=Speculative(
-            algorithm="NEXTN", num_steps=3,
+            algorithm="NEXTN",
+            num_steps=3,
             eagle_topk=1 if engine == "sglang" else None,
-            num_draft_tokens=4 if engine == "sglang" else None),
-        mem_fraction=0.85, python=python)
+            num_draft_tokens=4 if engine == "sglang" else None,
+        ),
+        mem_fraction=0.85,
+        python=python,
+    )
 
 
 MODEL = "/models/Qwen3.5-397B-A17B-NVFP4"
@@ -305,11 +380,29 @@ MODEL = "/models/Qwen3.5-397B-A17B-NVFP4"
 def test_sglang_preset_for_qwen35_nvfp4_with_nextn() -> None:
     argv = build_argv(qwen35_nvfp4("sglang", MODEL, "/venv/bin/python"))
     assert argv == [
-        "/venv/bin/python", "-m", "sglang.launch_server",
-        "--model-path", MODEL, "--host", "127.0.0.1", "--port", "30000",
-        "--tp-size", "4", "--quantization", "modelopt_fp4", "--mem-fraction-static", "0.85",
-        "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
+        "/venv/bin/python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        MODEL,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--tp-size",
+        "4",
+        "--quantization",
+        "modelopt_fp4",
+        "--mem-fraction-static",
+        "0.85",
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
     ]
     assert {a for a in argv if a.startswith("--")} <= SGLANG_DOCUMENTED
 
@@ -317,10 +410,21 @@ def test_sglang_preset_for_qwen35_nvfp4_with_nextn() -> None:
 def test_vllm_preset_for_qwen35_nvfp4_with_mtp() -> None:
     argv = build_argv(qwen35_nvfp4("vllm", MODEL, "/venv/bin/python"))
     assert argv == [
-        "/venv/bin/vllm", "serve", MODEL, "--host", "127.0.0.1", "--port", "30000",
-        "--tensor-parallel-size", "4", "--quantization", "modelopt_fp4",
-        "--gpu-memory-utilization", "0.85",
-        "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}',
+        "/venv/bin/vllm",
+        "serve",
+        MODEL,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--tensor-parallel-size",
+        "4",
+        "--quantization",
+        "modelopt_fp4",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--speculative-config",
+        '{"method": "mtp", "num_speculative_tokens": 3}',
     ]
     assert {a for a in argv if a.startswith("--")} <= VLLM_DOCUMENTED
 
@@ -328,18 +432,24 @@ def test_vllm_preset_for_qwen35_nvfp4_with_mtp() -> None:
 def test_presets_refuse_what_the_engine_cannot_take() -> None:
     with pytest.raises(ToolError, match="no eagle_topk"):
         build_argv(qwen35_nvfp4("sglang", MODEL, "p").model_copy(update={"engine": "vllm"}))
-    eagle = LaunchOptions(engine="vllm", model_path=MODEL, port=8000,
-                          speculative=Speculative(algorithm="EAGLE3", num_steps=2))
+    eagle = LaunchOptions(
+        engine="vllm",
+        model_path=MODEL,
+        port=8000,
+        speculative=Speculative(algorithm="EAGLE3", num_steps=2),
+    )
     with pytest.raises(ToolError, match="draft_model_path"):
         build_argv(eagle)
     with pytest.raises(ToolError, match="not a method name"):
-        build_argv(LaunchOptions(engine="sglang", model_path=MODEL, port=8000,
-                                 quantization="fp8 --evil"))
+        build_argv(
+            LaunchOptions(engine="sglang", model_path=MODEL, port=8000, quantization="fp8 --evil")
+        )
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
-def test_engine_preset_runs_end_to_end(contexts: Callable[..., ToolContext], where: str,
-                                       engine: str, tmp_path: Path) -> None:
+def test_engine_preset_runs_end_to_end(
+    contexts: Callable[..., ToolContext], where: str, engine: str, tmp_path: Path
+) -> None:
     """The preset's argv reaches the engine unchanged, and its readiness rules hold."""
     model = tmp_path / "Qwen3.5-397B-A17B-NVFP4"
     model.mkdir()
@@ -352,15 +462,21 @@ def test_engine_preset_runs_end_to_end(contexts: Callable[..., ToolContext], whe
     port = free_port()
     ctx = contexts()
     fields: dict[str, Any] = {
-        "engine": engine, "model_path": str(model), "port": port, "tp": 4,
-        "quantization": "modelopt_fp4", "mem_fraction": 0.85, "timeout_s": 30,
+        "engine": engine,
+        "model_path": str(model),
+        "port": port,
+        "tp": 4,
+        "quantization": "modelopt_fp4",
+        "mem_fraction": 0.85,
+        "timeout_s": 30,
         "python": str(bin_dir / "python"),
         "speculative": {"algorithm": "NEXTN", "num_steps": 3},
     }
     result = launch(ctx, where, **fields)
     assert result.ok, result.output
-    expected = build_argv(LaunchOptions(**{k: v for k, v in fields.items()
-                                           if k not in ("timeout_s",)}))
+    expected = build_argv(
+        LaunchOptions(**{k: v for k, v in fields.items() if k not in ("timeout_s",)})
+    )
     assert result.data["argv"] == expected
     assert (bin_dir / "argv.txt").read_text().splitlines() == expected[1:]
     names = [m["name"] for m in result.data["milestones"]]
@@ -372,7 +488,9 @@ def test_engine_preset_runs_end_to_end(contexts: Callable[..., ToolContext], whe
         assert "avg_spec_accept_length" in status.data["server_info"]
         assert "CUMULATIVE since launch" in status.output
     else:
-        assert any(line.startswith("vllm:spec_decode_num_drafts_total")
-                   for line in status.data["metrics"]["lines"])
+        assert any(
+            line.startswith("vllm:spec_decode_num_drafts_total")
+            for line in status.data["metrics"]["lines"]
+        )
     stop = execute(ctx, "stop_server", {"host": where, "server_id": result.data["server_id"]})
     assert stop.ok and not group_alive(result.data["pgid"])
