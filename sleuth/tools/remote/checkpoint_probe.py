@@ -1,0 +1,841 @@
+"""Checkpoint metadata analysis: configs, safetensors index and shard headers, never tensor data.
+
+This one module is both Sleuth's local analysis and the fixed read-only program
+sent to a host (`python3 - MODEL_DIR ROOT...`), so it uses the standard library
+only (orjson when the host has it) and runs on Python 3.8+. On a host it prints
+one JSON document: {"ok": true, "summary": {...}} or {"ok": false, "error": "..."}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+import re
+import struct
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+try:
+    import orjson
+
+    _loads: Callable[[bytes], Any] = orjson.loads
+except ImportError:  # the fallback is only slower
+    _loads = json.loads
+
+MAX_HEADER = 100_000_000
+"""Same cap as the safetensors library: a larger header means a corrupt or hostile file."""
+
+DTYPE_BITS = {
+    "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8,
+    "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
+    "C64": 64, "F64": 64, "I64": 64, "U64": 64,
+}  # fmt: skip
+
+INDEX_NAME = "model.safetensors.index.json"
+SINGLE_NAME = "model.safetensors"
+SAMPLE = 5
+"""How many example names a consistency problem quotes."""
+
+_DIGITS = re.compile(r"(\d+)")
+_AUX_LAST = {
+    "weight_scale", "weight_scale_2", "weight_scale_inv", "input_scale", "output_scale",
+    "k_scale", "v_scale", "q_scale", "scales", "qzeros", "g_idx", "weight_zero_point",
+    "weight_g_idx", "weight_shape", "weight_global_scale", "input_global_scale",
+    "pre_quant_scale", "absmax", "quant_map", "nested_absmax", "nested_quant_map", "SCB",
+}  # fmt: skip
+_NON_DECODER = re.compile(r"vision|visual|audio|encoder|mtp|vit|image")
+_MTP_PREFIX = re.compile(r"(^|\.)mtp(_layers)?\.")
+_DEEPSEEK_MTP_PARTS = ("enorm", "hnorm", "eh_proj", "shared_head")
+
+
+class ProbeError(Exception):
+    """A problem that stops the whole summary (no index and no single file, refused path)."""
+
+
+class HeaderError(Exception):
+    """A malformed safetensors header; the message names what and where."""
+
+
+# ---------------------------------------------------------------- safetensors headers
+
+
+def header_length(shard: str, first8: bytes, file_size: int) -> int:
+    """The header length from the first 8 bytes, checked against the file and the cap."""
+    if len(first8) < 8:
+        raise HeaderError(f"{shard}: file is {file_size} bytes, too short for the 8-byte length")
+    n: int = struct.unpack("<Q", first8[:8])[0]
+    if n > MAX_HEADER:
+        raise HeaderError(f"{shard}: header length {n} exceeds the {MAX_HEADER}-byte cap")
+    if 8 + n > file_size:
+        raise HeaderError(
+            f"{shard}: header length {n} runs past the end of the file ({file_size} bytes); "
+            "the file is truncated or not safetensors"
+        )
+    return n
+
+
+def parse_header(shard: str, raw: bytes, file_size: int) -> dict[str, Any]:
+    """Parse and validate one header; returns {"tensors": {...}, "metadata": {...}, ...}."""
+    if not raw.lstrip()[:1] == b"{":
+        raise HeaderError(f"{shard}: header does not start with '{{'; not a safetensors file")
+    try:
+        doc = _loads(raw)
+    except ValueError as exc:
+        raise HeaderError(f"{shard}: header is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise HeaderError(f"{shard}: header is JSON but not an object")
+    metadata = doc.pop("__metadata__", None)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise HeaderError(f"{shard}: __metadata__ must be an object of strings")
+    data_len = file_size - 8 - len(raw)
+    declared = check_offsets(shard, doc, data_len)
+    return {"tensors": doc, "metadata": metadata or {}, "declared": declared, "data": data_len}
+
+
+def check_offsets(shard: str, tensors: dict[str, Any], data_len: int) -> int:
+    """Every tensor well-formed, sized for its dtype, and all together tiling [0, end)."""
+    spans: list[tuple[int, int]] = []
+    bits_of, prod = DTYPE_BITS.__getitem__, math.prod
+    for name, info in tensors.items():
+        # Fast path for the common well-formed entry; `_span` explains any failure.
+        try:
+            shape = info["shape"]
+            begin, stop = info["data_offsets"]
+            ok = (
+                type(begin) is int
+                and type(stop) is int
+                and 0 <= begin <= stop
+                and (not shape or min(shape) >= 0)
+                and prod(shape) * bits_of(info["dtype"]) == (stop - begin) * 8
+            )
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            _span(shard, name, info)
+        spans.append((begin, stop))
+    spans.sort()
+    end = 0
+    for begin, stop in spans:
+        if begin != end:
+            _explain_gap(shard, tensors, begin, end)
+        end = stop
+    if end > data_len:
+        last = next(n for n, i in tensors.items() if i["data_offsets"][1] == end)
+        raise HeaderError(
+            f"{shard}: tensor {last!r} ends at data offset {end} but the data section holds "
+            f"{data_len} bytes; the file is truncated (incomplete download?)"
+        )
+    return end
+
+
+def _explain_gap(shard: str, tensors: dict[str, Any], begin: int, end: int) -> None:
+    here = next(n for n, i in tensors.items() if i["data_offsets"][0] == begin)
+    if begin < end:
+        before = next(
+            n
+            for n, i in tensors.items()
+            if i["data_offsets"][0] < begin < i["data_offsets"][1]
+            or (i["data_offsets"][1] == end and n != here)
+        )
+        raise HeaderError(
+            f"{shard}: tensor {here!r} data_offsets {tensors[here]['data_offsets']} overlap "
+            f"tensor {before!r} data_offsets {tensors[before]['data_offsets']}"
+        )
+    raise HeaderError(
+        f"{shard}: gap of {begin - end} bytes before tensor {here!r} at data offset {begin}; "
+        "data_offsets must be contiguous"
+    )
+
+
+def _span(shard: str, name: str, info: Any) -> tuple[int, int, str]:
+    where = f"{shard}: tensor {name!r}"
+    if not isinstance(info, dict):
+        raise HeaderError(f"{where}: entry is not an object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    bits = DTYPE_BITS.get(dtype) if isinstance(dtype, str) else None
+    if bits is None:
+        raise HeaderError(f"{where}: unknown dtype {dtype!r}; known: {', '.join(DTYPE_BITS)}")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise HeaderError(f"{where}: shape {shape!r} is not a list of non-negative integers")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(type(o) is int and o >= 0 for o in offsets)
+    ):
+        raise HeaderError(f"{where}: data_offsets {offsets!r} is not a pair of offsets")
+    begin, stop = offsets
+    if stop < begin:
+        raise HeaderError(f"{where}: data_offsets [{begin}, {stop}] end before start")
+    need_bits = math.prod(shape) * bits
+    if need_bits != (stop - begin) * 8:
+        raise HeaderError(
+            f"{where}: shape {shape} of {dtype} needs {need_bits / 8:g} bytes but data_offsets "
+            f"[{begin}, {stop}] span {stop - begin}"
+        )
+    return begin, stop, name
+
+
+# ---------------------------------------------------------------- name patterns
+
+
+def _ranges(values: Iterable[int]) -> str:
+    """{0..511}, {0..2,5,7..9}, or the bare number when there is one."""
+    ordered = sorted(set(values))
+    if len(ordered) == 1:
+        return str(ordered[0])
+    parts: list[str] = []
+    start = prev = ordered[0]
+    for v in ordered[1:]:
+        if v != prev + 1:
+            parts.append(str(start) if start == prev else f"{start}..{prev}")
+            start = v
+        prev = v
+    parts.append(str(start) if start == prev else f"{start}..{prev}")
+    return "{" + ",".join(parts) + "}"
+
+
+def _rectangles(rows: list[tuple[int, ...]]) -> list[list[list[int]]]:
+    """Cover a set of index tuples with products of per-slot value sets.
+
+    When the slots are independent (layers × experts) one product covers all;
+    otherwise split on the first slot and merge first-slot values that share
+    the same remainder, so dense layers 0..2 and MoE layers 3..60 stay apart.
+    """
+    if not rows or not rows[0]:
+        return [[]]
+    columns = [set(col) for col in zip(*rows)]  # noqa: B905
+    # Names are unique within a checkpoint, so rows are distinct.
+    if math.prod(len(c) for c in columns) == len(rows):
+        return [[sorted(c) for c in columns]]
+    by_first: dict[int, list[tuple[int, ...]]] = {}
+    for row in rows:
+        by_first.setdefault(row[0], []).append(row[1:])
+    merged: dict[str, tuple[list[int], list[list[list[int]]]]] = {}
+    for first, rest in by_first.items():
+        sub = _rectangles(rest)
+        key = repr(sub)
+        merged.setdefault(key, ([], sub))[0].append(first)
+    out: list[list[list[int]]] = []
+    for firsts, sub in merged.values():
+        for rect in sub:
+            out.append([sorted(firsts), *rect])
+    return out
+
+
+def group_names(names: Iterable[str]) -> dict[tuple[str, ...], list[tuple[int, ...]]]:
+    """Group names by their text with digit runs removed: the template and its indices."""
+    groups: dict[tuple[str, ...], list[tuple[int, ...]]] = {}
+    split = _DIGITS.split
+    for name in names:
+        parts = split(name)
+        groups.setdefault(tuple(parts[0::2]), []).append(tuple(map(int, parts[1::2])))
+    return groups
+
+
+def render(texts: Sequence[str], rect: list[list[int]]) -> str:
+    out = [texts[0]]
+    for values, text in zip(rect, texts[1:]):  # noqa: B905
+        out.append(_ranges(values))
+        out.append(text)
+    return "".join(out)
+
+
+def collapse_names(names: Iterable[str]) -> list[dict[str, Any]]:
+    """[{"pattern": "layers.{0..60}.w", "count": 61}, ...] in name order."""
+    out = []
+    for texts, rows in group_names(names).items():
+        for rect in _rectangles(rows):
+            out.append({"pattern": render(texts, rect), "count": math.prod(len(v) for v in rect)})
+    out.sort(key=lambda p: _natural(str(p["pattern"])))
+    return out
+
+
+def _natural(text: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in _DIGITS.split(text.replace("{", ""))]
+
+
+# ---------------------------------------------------------------- config facts
+
+_CONFIG_FIELDS = {
+    "num_hidden_layers": ("num_hidden_layers", "n_layers", "num_layers"),
+    "hidden_size": ("hidden_size", "d_model", "n_embd"),
+    "intermediate_size": ("intermediate_size",),
+    "moe_intermediate_size": ("moe_intermediate_size",),
+    "num_attention_heads": ("num_attention_heads",),
+    "num_key_value_heads": ("num_key_value_heads",),
+    "head_dim": ("head_dim",),
+    "vocab_size": ("vocab_size",),
+    "max_position_embeddings": ("max_position_embeddings",),
+    "num_experts": ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"),
+    "num_experts_per_tok": ("num_experts_per_tok", "moe_topk", "num_experts_per_token"),
+    "shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "shared_expert_intermediate_size": ("shared_expert_intermediate_size",),
+    "first_k_dense_replace": ("first_k_dense_replace",),
+    "full_attention_interval": ("full_attention_interval",),
+    "dtype": ("torch_dtype", "dtype"),
+    "tie_word_embeddings": ("tie_word_embeddings",),
+}
+
+
+def config_facts(config: dict[str, Any]) -> dict[str, Any]:
+    """The architecture facts, looked up in text_config first (multimodal wrappers)."""
+    text = config.get("text_config")
+    text = text if isinstance(text, dict) else {}
+    layers = [text, config]
+    facts: dict[str, Any] = {
+        "architectures": config.get("architectures") or text.get("architectures"),
+        "model_type": config.get("model_type"),
+        "text_model_type": text.get("model_type"),
+        "nested_text_config": bool(text),
+    }
+    for field, keys in _CONFIG_FIELDS.items():
+        facts[field] = _first(layers, keys)
+    types = _first(layers, ("layer_types",))
+    facts["layer_types"] = summarize_layer_types(types) if isinstance(types, list) else None
+    mtp: dict[str, Any] = {}
+    for src in (config, text):
+        for key, value in src.items():
+            if ("nextn" in key or "mtp" in key) and not isinstance(value, (dict, list)):
+                mtp.setdefault(key, value)
+    facts["mtp_keys"] = mtp
+    facts["mtp_layers_declared"] = declared_mtp_layers(mtp)
+    return facts
+
+
+def _first(sources: list[dict[str, Any]], keys: Sequence[str]) -> Any:
+    for src in sources:
+        for key in keys:
+            if src.get(key) is not None:
+                return src[key]
+    return None
+
+
+def declared_mtp_layers(mtp: dict[str, Any]) -> int | None:
+    for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers"):
+        value = mtp.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def summarize_layer_types(types: list[Any]) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    for t in types:
+        counts[str(t)] = counts.get(str(t), 0) + 1
+    n = len(types)
+    period = next(p for p in range(1, n + 1) if all(types[i] == types[i % p] for i in range(n)))
+    return {"count": len(types), "counts": counts, "period": [str(t) for t in types[:period]]}
+
+
+# ---------------------------------------------------------------- quantization
+
+
+def quant_facts(
+    qc: dict[str, Any] | None, hf_quant: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Method, algorithm, bits, group size and excluded modules from either source."""
+    if not qc and not hf_quant:
+        return None
+    facts: dict[str, Any] = {"sources": []}
+    if hf_quant:
+        facts["sources"].append("hf_quant_config.json")
+        q = hf_quant.get("quantization", hf_quant)
+        producer = hf_quant.get("producer") or {}
+        facts.update(
+            method=str(producer.get("name") or "modelopt"),
+            algorithm=q.get("quant_algo"),
+            group_size=q.get("group_size"),
+            kv_cache=q.get("kv_cache_quant_algo"),
+            ignore=q.get("exclude_modules") or q.get("ignore") or [],
+        )
+    if qc:
+        facts["sources"].append("config.json quantization_config")
+        _from_config(qc, facts)
+    algo = str(facts.get("algorithm") or "").upper()
+    if facts.get("bits") is None:
+        facts["bits"] = (
+            4
+            if "FP4" in algo or "INT4" in algo or "W4" in algo
+            else (8 if "FP8" in algo or "INT8" in algo else None)
+        )
+    ignore = facts.get("ignore") or []
+    facts["ignore_count"] = len(ignore)
+    facts["ignore"] = collapse_names(str(m) for m in ignore)
+    return facts
+
+
+def _from_config(qc: dict[str, Any], facts: dict[str, Any]) -> None:
+    method = str(qc.get("quant_method") or facts.get("method") or "unknown")
+    facts["method"] = method
+    if qc.get("quant_algo"):
+        facts["algorithm"] = qc["quant_algo"]
+    for key in ("group_size", "bits", "format", "weight_block_size", "kv_cache_quant_algo"):
+        if qc.get(key) is not None:
+            facts["kv_cache" if key == "kv_cache_quant_algo" else key] = qc[key]
+    ignore = (
+        qc.get("ignore")
+        or qc.get("exclude_modules")
+        or qc.get("modules_to_not_convert")
+        or qc.get("llm_int8_skip_modules")
+    )
+    if ignore:
+        facts["ignore"] = ignore
+    if method == "fp8":
+        facts.setdefault("bits", 8)
+        block = qc.get("weight_block_size")
+        facts.setdefault("algorithm", f"FP8 block-wise {block}" if block else "FP8 per-tensor")
+    elif method == "compressed-tensors":
+        _compressed_tensors(qc, facts)
+    elif method in ("awq", "gptq"):
+        bits = qc.get("bits") or qc.get("w_bit")
+        facts["bits"] = bits
+        facts["group_size"] = qc.get("group_size") or qc.get("q_group_size")
+        facts.setdefault("algorithm", f"{method.upper()} int{bits}")
+    elif method == "bitsandbytes":
+        four = bool(qc.get("load_in_4bit"))
+        facts["bits"] = 4 if four else 8
+        kind = qc.get("bnb_4bit_quant_type", "fp4") if four else "int8"
+        facts.setdefault("algorithm", f"bitsandbytes {kind}")
+    elif method == "mxfp4":
+        facts.update(bits=4, group_size=32)
+        facts.setdefault("algorithm", "MXFP4")
+
+
+def _compressed_tensors(qc: dict[str, Any], facts: dict[str, Any]) -> None:
+    groups = qc.get("config_groups") or {}
+    for group in groups.values():
+        weights = (group or {}).get("weights") or {}
+        acts = (group or {}).get("input_activations") or {}
+        bits = weights.get("num_bits")
+        facts["bits"] = bits
+        facts["group_size"] = weights.get("group_size")
+        facts["strategy"] = weights.get("strategy")
+        fmt = str(qc.get("format") or "")
+        act_bits = acts.get("num_bits", 16)
+        kind = "NVFP4" if "nvfp4" in fmt else f"W{bits}A{act_bits} {weights.get('type', '')}"
+        facts.setdefault("algorithm", kind.strip())
+        break
+
+
+# ---------------------------------------------------------------- the summary
+
+
+def _is_aux(texts: tuple[str, ...]) -> bool:
+    last = texts[-1].rsplit(".", 1)[-1]
+    return last in _AUX_LAST or last.endswith("_scales") or "quant_state" in texts[-1]
+
+
+def _values_per_element(dtype: str, aux: bool, quant: dict[str, Any] | None) -> int:
+    """Logical parameters per stored element: packed 4-bit in U8, int4/int8 in I32."""
+    if aux or not quant:
+        return 1
+    bits = quant.get("bits")
+    if dtype == "U8" and bits == 4:
+        return 2
+    if dtype in ("I32", "U32") and isinstance(bits, int) and bits in (2, 3, 4, 8):
+        return 32 // bits
+    return 1
+
+
+class _Tally:
+    """Running totals over tensor groups: parameters, scales, dtypes, MTP."""
+
+    def __init__(self, quant: dict[str, Any] | None, n_layers: int | None) -> None:
+        self.quant, self.n_layers = quant, n_layers
+        self.params = self.aux_elems = self.aux_bytes = self.tensors = 0
+        self.dtypes: dict[str, int] = {}
+        self.mtp: dict[str, Any] = {
+            "tensors": 0, "params": 0, "bytes": 0, "dtypes": {}, "conventions": [],
+            "layers": set(), "markers": set(),
+        }  # fmt: skip
+
+    def add(
+        self,
+        texts: tuple[str, ...],
+        dtype: str,
+        shape: tuple[int, ...],
+        rows: list[tuple[int, ...]],
+    ) -> None:
+        numel = math.prod(shape)
+        count = len(rows)
+        aux = _is_aux(texts)
+        self.tensors += count
+        self.dtypes[dtype] = self.dtypes.get(dtype, 0) + count
+        nbytes = numel * DTYPE_BITS.get(dtype, 0) // 8
+        if aux:
+            self.aux_elems += numel * count
+            self.aux_bytes += nbytes * count
+        else:
+            self.params += numel * count * _values_per_element(dtype, aux, self.quant)
+        mtp_rows, layer_slot, convention = self._mtp_rows(texts, rows)
+        if mtp_rows:
+            self._add_mtp(texts, dtype, mtp_rows, layer_slot, convention, numel, nbytes, aux)
+
+    def _mtp_rows(
+        self, texts: tuple[str, ...], rows: list[tuple[int, ...]]
+    ) -> tuple[list[tuple[int, ...]], int | None, str]:
+        if _MTP_PREFIX.search(texts[0]):
+            slot = 0 if len(texts) > 1 and texts[0].endswith("layers.") else None
+            return rows, slot, "qwen"
+        if (
+            self.n_layers is not None
+            and len(texts) > 1
+            and texts[0].endswith("layers.")
+            and not _NON_DECODER.search(texts[0])
+        ):
+            return [r for r in rows if r[0] >= self.n_layers], 0, "deepseek"
+        return [], None, ""
+
+    def _add_mtp(
+        self,
+        texts: tuple[str, ...],
+        dtype: str,
+        rows: list[tuple[int, ...]],
+        slot: int | None,
+        convention: str,
+        numel: int,
+        nbytes: int,
+        aux: bool,
+    ) -> None:
+        m = self.mtp
+        m["tensors"] += len(rows)
+        m["bytes"] += nbytes * len(rows)
+        if not aux:
+            m["params"] += numel * len(rows) * _values_per_element(dtype, aux, self.quant)
+        m["dtypes"][dtype] = m["dtypes"].get(dtype, 0) + len(rows)
+        if convention not in m["conventions"]:
+            m["conventions"].append(convention)
+        m["layers"].update(r[slot] for r in rows) if slot is not None else m["layers"].add(0)
+        joined = "#".join(texts)
+        m["markers"].update(p for p in _DEEPSEEK_MTP_PARTS if p in joined)
+
+
+def analyse(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The compact summary from what `collect` gathered. Pure: no I/O."""
+    config = inputs.get("config") or {}
+    facts = config_facts(config) if config else None
+    qc = config.get("quantization_config") or (config.get("text_config") or {}).get(
+        "quantization_config"
+    )
+    quant = quant_facts(qc if isinstance(qc, dict) else None, inputs.get("hf_quant_config"))
+    errors: list[str] = list(inputs.get("errors", []))
+    warnings: list[str] = []
+    n_layers = facts.get("num_hidden_layers") if facts else None
+    tally = _Tally(quant, n_layers if isinstance(n_layers, int) else None)
+    shards, patterns = _weights(inputs, tally, errors)
+    quant = quant or tally.quant
+    consistency = _consistency(inputs, errors, warnings)
+    mtp = _mtp_summary(tally, facts, warnings)
+    return {
+        "model_dir": inputs["model_dir"],
+        "files": inputs.get("files", {}),
+        "config": facts,
+        "quantization": quant,
+        "tensor_count": tally.tensors,
+        "dtypes": dict(sorted(tally.dtypes.items(), key=lambda kv: -kv[1])),
+        "params": {
+            "logical": tally.params,
+            "quant_aux_elements": tally.aux_elems,
+            "quant_aux_bytes": tally.aux_bytes,
+            "mtp": tally.mtp["params"],
+        },
+        "shards": shards,
+        "weight_map": patterns,
+        "mtp": mtp,
+        "consistency": consistency,
+        "warnings": warnings,
+        "errors": errors,
+        "bytes_read": inputs.get("bytes_read", 0),
+    }
+
+
+def _weights(
+    inputs: dict[str, Any], tally: _Tally, errors: list[str]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Walk every header once: group by (template, dtype, shape), tally, collapse."""
+    groups: dict[tuple[tuple[str, ...], str, tuple[int, ...]], list[tuple[int, ...]]] = {}
+    split = _DIGITS.split
+    headers: dict[str, Any] = inputs.get("headers", {})
+    shard_info = {"count": len(headers), "file_bytes": 0, "declared_bytes": 0, "missing": 0,
+                  "invalid": 0}  # fmt: skip
+    for shard, h in headers.items():
+        if h.get("error"):
+            errors.append(h["error"])
+            shard_info["invalid" if h.get("size") is not None else "missing"] += 1
+            names: Iterable[Any] = [(n, None) for n in index_names(inputs, shard)]
+        else:
+            shard_info["file_bytes"] += h["size"]
+            shard_info["declared_bytes"] += h["declared"]
+            names = h["tensors"].items()
+        for name, info in names:
+            parts = split(name)
+            key = (
+                tuple(parts[0::2]),
+                info["dtype"] if info else "?",
+                tuple(info["shape"]) if info else (),
+            )
+            groups.setdefault(key, []).append(tuple(map(int, parts[1::2])))
+    if tally.quant is None and _looks_nvfp4(groups):
+        tally.quant = {"method": "inferred", "bits": 4, "sources": ["tensor dtypes"],
+                       "algorithm": "NVFP4 (U8 weights with F8_E4M3 weight_scale)"}  # fmt: skip
+    patterns = []
+    for (texts, dtype, shape), rows in groups.items():
+        tally.add(texts, dtype, shape, rows)
+        for rect in _rectangles(rows):
+            patterns.append({
+                "pattern": render(texts, rect),
+                "count": math.prod(len(v) for v in rect),
+                "dtype": dtype,
+                "shape": list(shape),
+            })  # fmt: skip
+    patterns.sort(key=lambda p: (_natural(str(p["pattern"])), str(p["dtype"])))
+    return shard_info, patterns
+
+
+def index_names(inputs: dict[str, Any], shard: str) -> list[str]:
+    """Names the index assigns to `shard` (the slow path, only for problem shards)."""
+    index = inputs.get("index")
+    return [n for n, s in index["weight_map"].items() if s == shard] if index else []
+
+
+def _looks_nvfp4(groups: dict[tuple[tuple[str, ...], str, tuple[int, ...]], Any]) -> bool:
+    kinds = {(texts[-1].rsplit(".", 1)[-1], dtype) for texts, dtype, _ in groups}
+    return ("weight", "U8") in kinds and ("weight_scale", "F8_E4M3") in kinds
+
+
+def _consistency(inputs: dict[str, Any], errors: list[str], warnings: list[str]) -> dict[str, Any]:
+    headers: dict[str, Any] = inputs.get("headers", {})
+    index = inputs.get("index")
+    ok = {s: h for s, h in headers.items() if not h.get("error")}
+    out: dict[str, Any] = {
+        "index": index is not None,
+        "shards_missing": [s for s, h in headers.items() if h.get("size") is None],
+        "names_match": True,
+        "total_size_declared": None,
+        "total_size_headers": sum(h["declared"] for h in ok.values()),
+    }
+    for shard, h in ok.items():
+        if h["data"] > h["declared"]:
+            warnings.append(
+                f"{shard}: {h['data'] - h['declared']} bytes after the last tensor are not "
+                "described by the header"
+            )
+    if index is None:
+        return out
+    per_shard = Counter(index["weight_map"].values())
+    for shard, h in ok.items():
+        if not _shard_matches(index["weight_map"], shard, h["tensors"], per_shard[shard]):
+            out["names_match"] = False
+            _name_mismatch(inputs, shard, h["tensors"], errors)
+    total = index["metadata"].get("total_size")
+    out["total_size_declared"] = total
+    if isinstance(total, int) and len(ok) == len(headers) and total != out["total_size_headers"]:
+        warnings.append(
+            f"index total_size {total} differs from the sum of shard headers "
+            f"{out['total_size_headers']} (by {out['total_size_headers'] - total:+d} bytes)"
+        )
+    return out
+
+
+def _shard_matches(
+    weight_map: dict[str, str], shard: str, tensors: dict[str, Any], listed: int
+) -> bool:
+    """Header names == the index's names for this shard, with C-speed lookups."""
+    if len(tensors) != listed:
+        return False
+    if not tensors:
+        return True
+    try:
+        owners = operator.itemgetter(*tensors)(weight_map)
+    except KeyError:
+        return False
+    return bool(owners == shard if len(tensors) == 1 else owners.count(shard) == len(tensors))
+
+
+def _name_mismatch(
+    inputs: dict[str, Any], shard: str, tensors: dict[str, Any], errors: list[str]
+) -> None:
+    listed = index_names(inputs, shard)
+    lacking = [n for n in listed if n not in tensors]
+    listed_set = set(listed)
+    extra = [n for n in tensors if n not in listed_set]
+    if lacking:
+        errors.append(
+            f"{shard}: the index names {len(lacking)} tensor(s) this shard lacks, e.g. "
+            + ", ".join(lacking[:SAMPLE])
+        )
+    if extra:
+        errors.append(
+            f"{shard}: holds {len(extra)} tensor(s) the index does not assign to it, e.g. "
+            + ", ".join(extra[:SAMPLE])
+        )
+
+
+def _mtp_summary(
+    tally: _Tally, facts: dict[str, Any] | None, warnings: list[str]
+) -> dict[str, Any]:
+    m = tally.mtp
+    declared = facts.get("mtp_layers_declared") if facts else None
+    found_layers = sorted(m["layers"])
+    summary = {
+        "declared_layers": declared,
+        "declared_by": {k: v for k, v in (facts or {}).get("mtp_keys", {}).items()},
+        "found_layers": found_layers,
+        "conventions": m["conventions"],
+        "tensors": m["tensors"],
+        "params": m["params"],
+        "bytes": m["bytes"],
+        "dtypes": m["dtypes"],
+        "deepseek_markers": sorted(m["markers"]),
+    }
+    keys = ", ".join(f"{k}={v}" for k, v in summary["declared_by"].items())
+    if declared and not m["tensors"]:
+        warnings.append(
+            f"config declares {declared} MTP layer(s) ({keys}) but the checkpoint has no MTP "
+            "tensors: the MTP heads were stripped, so MTP speculative decoding cannot load them"
+        )
+    elif m["tensors"] and not declared:
+        warnings.append(
+            f"the checkpoint holds {m['tensors']} MTP tensors (layers {found_layers}) but "
+            "config.json declares no MTP layers, so engines will ignore them"
+        )
+    elif declared and len(found_layers) != declared:
+        warnings.append(
+            f"config declares {declared} MTP layer(s) ({keys}) but tensors exist for "
+            f"{len(found_layers)} (layers {found_layers})"
+        )
+    return summary
+
+
+# ---------------------------------------------------------------- gathering
+
+
+class LocalFs:
+    """Reads files under `roots` on this machine, counting every byte it reads."""
+
+    def __init__(self, roots: Sequence[str]) -> None:
+        self.roots = [r.rstrip("/") for r in roots]
+        self.bytes_read = 0
+
+    def size(self, path: str) -> int | None:
+        try:
+            st = os.stat(self._inside(path))
+        except FileNotFoundError:
+            return None
+        return st.st_size
+
+    def read(self, path: str, offset: int, length: int) -> bytes:
+        with open(self._inside(path), "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(length)
+        self.bytes_read += len(data)
+        return data
+
+    def _inside(self, path: str) -> str:
+        real = os.path.realpath(path)
+        if self.roots and not any(real == r or real.startswith(r + "/") for r in self.roots):
+            raise ProbeError(f"{path} resolves to {real}, outside the roots {self.roots}")
+        return real
+
+
+if TYPE_CHECKING:  # subscripted collections.abc types fail at runtime on Python 3.8 hosts
+    Mapper = Callable[[Callable[[str], Any], list[str]], Iterable[Any]]
+
+
+def collect(model_dir: str, fs: Any, pmap: Mapper = map) -> dict[str, Any]:
+    """Read configs, the index and every shard header (8 + n bytes each) through `fs`.
+
+    `fs` has size(path) -> int | None and read(path, offset, length) -> bytes;
+    `pmap` maps a function over shard names (a thread pool for remote reads).
+    """
+    join = os.path.join
+    names = ["config.json", "hf_quant_config.json", INDEX_NAME, SINGLE_NAME]
+    sizes = dict(zip(names, pmap(lambda n: fs.size(join(model_dir, n)), names)))  # noqa: B905
+    inputs: dict[str, Any] = {"model_dir": model_dir, "errors": [], "files": {}}
+    for name, key in (("config.json", "config"), ("hf_quant_config.json", "hf_quant_config")):
+        size = sizes[name]
+        if size is not None:
+            inputs[key] = _read_json(fs, join(model_dir, name), size, inputs["errors"])
+            inputs["files"][name] = size
+    shards = _shard_names(model_dir, fs, sizes, inputs)
+
+    def one(shard: str) -> dict[str, Any]:
+        return read_header(fs, join(model_dir, shard), shard)
+
+    inputs["headers"] = dict(zip(shards, pmap(one, shards)))  # noqa: B905
+    inputs["bytes_read"] = getattr(fs, "bytes_read", 0)
+    return inputs
+
+
+def _shard_names(
+    model_dir: str, fs: Any, sizes: dict[str, int | None], inputs: dict[str, Any]
+) -> list[str]:
+    """The shards to read: those the index names, else the single file."""
+    index_size = sizes[INDEX_NAME]
+    if index_size is None:
+        if sizes[SINGLE_NAME] is None:
+            raise ProbeError(
+                f"{model_dir} holds neither {INDEX_NAME} nor {SINGLE_NAME}; "
+                "give the folder that holds the checkpoint's safetensors files"
+            )
+        inputs["index"] = None
+        return [SINGLE_NAME]
+    inputs["files"][INDEX_NAME] = index_size
+    index = _read_json(fs, os.path.join(model_dir, INDEX_NAME), index_size, inputs["errors"])
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        raise ProbeError(f"{INDEX_NAME} has no weight_map object; the index is malformed")
+    metadata = index.get("metadata")
+    inputs["index"] = {"metadata": metadata if isinstance(metadata, dict) else {},
+                       "weight_map": weight_map}  # fmt: skip
+    shards = list(dict.fromkeys(weight_map.values()))
+    for shard in shards:
+        if not isinstance(shard, str) or "/" in shard or shard in ("", ".", ".."):
+            raise ProbeError(f"{INDEX_NAME} names shard {shard!r}, which is not a file name")
+    return shards
+
+
+def _read_json(fs: Any, path: str, size: int, errors: list[str]) -> Any:
+    try:
+        return _loads(fs.read(path, 0, size))
+    except ValueError as exc:
+        errors.append(f"{os.path.basename(path)} is not valid JSON: {exc}")
+        return None
+
+
+def read_header(fs: Any, path: str, shard: str) -> dict[str, Any]:
+    """8 bytes, then exactly the header: never a byte of tensor data."""
+    size = fs.size(path)
+    if size is None:
+        return {"size": None, "error": f"{shard}: shard is named by the index but missing on disk"}
+    try:
+        n = header_length(shard, fs.read(path, 0, 8), size)
+        raw = fs.read(path, 8, n)
+        if len(raw) < n:
+            raise HeaderError(f"{shard}: header cut short: read {len(raw)} of {n} bytes")
+        parsed = parse_header(shard, raw, size)
+    except HeaderError as exc:
+        return {"size": size, "error": str(exc)}
+    parsed["size"] = size
+    return parsed
+
+
+def main(argv: list[str]) -> int:
+    model_dir, roots = argv[1], argv[2:]
+    try:
+        fs = LocalFs(roots)
+        summary = analyse(collect(model_dir, fs))
+        doc: dict[str, Any] = {"ok": True, "summary": summary}
+    except (ProbeError, OSError) as exc:
+        doc = {"ok": False, "error": str(exc)}
+    sys.stdout.write(json.dumps(doc, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
