@@ -63,9 +63,28 @@ VLLM_DOCUMENTED = {
     "--speculative-config",
 }
 
+# Start-up lines as the engines print them (see MILESTONES in sleuth/tools/serving.py).
+MILESTONE_LINES = {
+    "sglang": [
+        "[2026-01-01 00:00:01 TP0] Load weight end. type=Qwen3_5MoeForConditionalGeneration, "
+        "dtype=torch.bfloat16, avail mem=40.10 GB, mem usage=52.30 GB.",
+        "[2026-01-01 00:00:02 TP0] KV Cache is allocated. #tokens: 1200000, K size: 9.00 GB",
+        "[2026-01-01 00:00:03 TP0] Capture cuda graph begin. This can take up to several minutes.",
+        "[2026-01-01 00:00:09 TP0] Capture cuda graph end. Time elapsed: 6.10 s.",
+    ],
+    "vllm": [
+        "(EngineCore_DP0 pid=1) INFO [gpu_model_runner.py:2000] Model loading took 52.3 GiB "
+        "and 80.1 seconds",
+        "(EngineCore_DP0 pid=1) INFO [kv_cache_utils.py:1087] GPU KV cache size: 1,200,000 tokens",
+        "(EngineCore_DP0 pid=1) INFO [gpu_model_runner.py:3480] Graph capturing finished in 6 "
+        "secs, took 0.31 GiB",
+    ],
+}
+
 STAND_IN = """#!/bin/sh
 # Stands in for the engine: records its argv, then serves the synthetic engine on --port.
 printf '%s\\n' "$@" > "$(dirname "$0")/argv.txt"
+{milestones}
 port=
 while [ $# -gt 0 ]; do if [ "$1" = --port ]; then port=$2; fi; shift; done
 exec {python} {server} --port "$port" --ready-line
@@ -180,6 +199,11 @@ def test_custom_command_is_ready_and_status_reports_it(
     assert status.data["models"] == ["synthetic"]
     assert READY_LINE in status.data["tail"]
     assert 0 <= status.data["uptime_s"] < 60
+
+    # The server is detached: it outlives the connection that started it.
+    ctx.host(where).host.close()
+    time.sleep(0.3)
+    assert group_alive(data["pgid"])
 
     listed = execute(ctx, "server_status", {"host": where})
     assert data["server_id"] in [s["server_id"] for s in listed.data["servers"]]
@@ -457,7 +481,11 @@ def test_engine_preset_runs_end_to_end(
     bin_dir = tmp_path / "venv" / "bin"
     bin_dir.mkdir(parents=True)
     stand_in = bin_dir / ("python" if engine == "sglang" else "vllm")
-    stand_in.write_text(STAND_IN.format(python=sys.executable, server=SERVER))
+    said = MILESTONE_LINES[engine]
+    milestones = "\n".join(f"echo '{line}'; sleep 0.15" for line in said)
+    stand_in.write_text(
+        STAND_IN.format(python=sys.executable, server=SERVER, milestones=milestones)
+    )
     stand_in.chmod(0o755)
     port = free_port()
     ctx = contexts()
@@ -479,8 +507,21 @@ def test_engine_preset_runs_end_to_end(
     )
     assert result.data["argv"] == expected
     assert (bin_dir / "argv.txt").read_text().splitlines() == expected[1:]
-    names = [m["name"] for m in result.data["milestones"]]
-    assert names == (["ready"] if engine == "sglang" else [])
+    seen = result.data["milestones"]
+    expected_names = {
+        "sglang": [
+            "weights loaded",
+            "KV cache allocated",
+            "CUDA graph capture begin",
+            "CUDA graph capture end",
+            "ready",
+        ],
+        "vllm": ["weights loaded", "KV cache allocated", "CUDA graph capture end"],
+    }[engine]
+    assert [m["name"] for m in seen] == expected_names
+    assert [m["line"] for m in seen][: len(said)] == said
+    times = [m["t_s"] for m in seen]
+    assert times == sorted(times) and 0 <= times[0] and times[-1] <= result.data["elapsed_s"]
 
     status = execute(ctx, "server_status", {"host": where, "server_id": result.data["server_id"]})
     assert status.ok and status.data["ready"], status.output

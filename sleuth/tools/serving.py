@@ -171,7 +171,8 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     ready = _ready_spec(args)
     env = _checked_env(args.env)
     # A custom command's port is the one its ready_url names, when it names one.
-    port = urlsplit(ready["url"]).port or args.port if ready["url"] else args.port
+    port = urlsplit(ready["url"]).port if ready["url"] else None
+    port = port or args.port
     server_id = new_server_id()
     started = ctl(
         host,
