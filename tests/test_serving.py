@@ -521,7 +521,7 @@ def test_engine_preset_runs_end_to_end(
     assert [m["name"] for m in seen] == expected_names
     assert [m["line"] for m in seen][: len(said)] == said
     times = [m["t_s"] for m in seen]
-    assert times == sorted(times) and 0 <= times[0] and times[-1] <= result.data["elapsed_s"]
+    assert times == sorted(times) and times[0] >= 0 and times[-1] <= result.data["elapsed_s"]
 
     status = execute(ctx, "server_status", {"host": where, "server_id": result.data["server_id"]})
     assert status.ok and status.data["ready"], status.output
