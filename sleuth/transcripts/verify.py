@@ -50,7 +50,12 @@ class _Chain:
 
     def __init__(self) -> None:
         self.seq = 0
-        self.prev = ""
+        self.prev: str | None = ""
+        """None after an unreadable line: its hash is unknown, so the next link is not judged."""
+
+    def skip(self) -> None:
+        self.seq += 1
+        self.prev = None
 
     def check(self, number: int, raw: dict[str, Any]) -> list[Problem]:
         problems = []
@@ -64,7 +69,7 @@ class _Chain:
                     " was removed, or events were reordered",
                 )
             )
-        if prev != self.prev:
+        if self.prev is not None and prev != self.prev:
             problems.append(
                 Problem(
                     line=number,
@@ -107,11 +112,10 @@ def _check_line(number: int, line: bytes, chain: _Chain) -> list[Problem]:
     try:
         raw = json.loads(line)
     except ValueError as exc:
-        chain.seq += 1
-        chain.prev = ""
+        chain.skip()
         return [Problem(line=number, kind="json", message=f"not JSON: {exc}")]
     if not isinstance(raw, dict):
-        chain.seq += 1
+        chain.skip()
         return [Problem(line=number, kind="json", message="not a JSON object")]
     schema = _schema_problem(number, raw)
     return ([schema] if schema else []) + chain.check(number, raw)
