@@ -187,24 +187,7 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
         raise ToolError(
             f"lost track of server {server_id} while waiting for it ({exc}); {stopped}"
         ) from exc
-    data: dict[str, Any] = {
-        "server_id": server_id,
-        "ready": watch.outcome == "ready",
-        "outcome": watch.outcome,
-        "engine": engine,
-        "port": port,
-        "pid": record["pid"],
-        "pgid": record["pgid"],
-        "argv": argv,
-        "env_names": sorted(env),
-        "log": record["log"],
-        "elapsed_s": round(watch.elapsed_s, 2),
-        "milestones": [
-            {"t_s": round(t, 2), "name": name, "line": line} for t, name, line in watch.milestones
-        ],
-        "failure_line": watch.failure,
-        "exit_code": watch.exit_code,
-    }
+    data = _launch_data(server_id, engine, port, record, argv, env, watch)
     lines = _launch_summary(server_id, port, record, argv, env, watch)
     if watch.outcome != "ready":
         data["stopped"] = _stop_quietly(host, server_id, grace_s=5.0)
@@ -447,6 +430,35 @@ def wait_ready(
             time.sleep(poll_s)
             continue
         return watch
+
+
+def _launch_data(
+    server_id: str,
+    engine: str,
+    port: int,
+    record: dict[str, Any],
+    argv: list[str],
+    env: dict[str, str],
+    watch: Watch,
+) -> dict[str, Any]:
+    return {
+        "server_id": server_id,
+        "ready": watch.outcome == "ready",
+        "outcome": watch.outcome,
+        "engine": engine,
+        "port": port,
+        "pid": record["pid"],
+        "pgid": record["pgid"],
+        "argv": argv,
+        "env_names": sorted(env),
+        "log": record["log"],
+        "elapsed_s": round(watch.elapsed_s, 2),
+        "milestones": [
+            {"t_s": round(t, 2), "name": name, "line": line} for t, name, line in watch.milestones
+        ],
+        "failure_line": watch.failure,
+        "exit_code": watch.exit_code,
+    }
 
 
 def _launch_summary(
