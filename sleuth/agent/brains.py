@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import json
 import os
 import time
@@ -143,7 +144,7 @@ class AnthropicBrain:
         api_key: str | None = None,
         base_url: str | None = None,
         max_tokens: int = 4096,
-        temperature: float = 0.0,
+        temperature: float | None = None,
         sdk_retries: int = 2,
         attempts: int = 3,
         timeout_s: float = 300.0,
@@ -176,7 +177,7 @@ class AnthropicBrain:
         return {
             "model": self.model,
             "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
+            **({"temperature": self.temperature} if self.temperature is not None else {}),
             "system": [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}],
             "tools": tools,
             "messages": _tail_breakpoint(request.messages),
@@ -187,7 +188,7 @@ class AnthropicBrain:
         self._log.begin(request.on_retry)
         start = time.monotonic()
         message = _with_retries(
-            lambda: self.client.messages.create(**body),
+            lambda: self._send(body),
             self.attempts,
             f"Anthropic Messages API at {self.client.base_url}",
         )
@@ -212,6 +213,17 @@ class AnthropicBrain:
             retries=list(self._log.retries),
             request_hash=request_hash(body),
         )
+
+    def _send(self, body: dict[str, Any]) -> anthropic.types.Message:
+        # Fields this SDK release has no parameter for (temperature, in some) go in extra_body,
+        # so the wire request is the same whichever release is installed.
+        known = inspect.signature(self.client.messages.create).parameters
+        extra = {k: v for k, v in body.items() if k not in known}
+        params = {k: v for k, v in body.items() if k in known}
+        message: anthropic.types.Message = self.client.messages.create(
+            **params, extra_body=extra or None
+        )
+        return message
 
 
 def _tail_breakpoint(messages: list[Message]) -> list[Message]:
@@ -243,7 +255,7 @@ class OpenAIBrain:
         base_url: str | None = None,
         api_key: str | None = None,
         max_tokens: int = 4096,
-        temperature: float = 0.0,
+        temperature: float | None = None,
         attempts: int = 5,
         timeout_s: float = 300.0,
     ) -> None:
@@ -262,7 +274,7 @@ class OpenAIBrain:
         return {
             "model": self.model,
             "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
+            **({"temperature": self.temperature} if self.temperature is not None else {}),
             "messages": [
                 {"role": "system", "content": request.system},
                 *to_chat_messages(request.messages),
@@ -391,7 +403,7 @@ def select_brain(
     model: str | None = None,
     *,
     max_tokens: int = 4096,
-    temperature: float = 0.0,
+    temperature: float | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Brain:
     """--base-url picks the OpenAI-compatible brain; else ANTHROPIC_API_KEY picks Claude.

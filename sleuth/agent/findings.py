@@ -9,6 +9,7 @@ repeating its claim) is kept either way, marked ungrounded if a quote still fail
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -16,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sleuth.transcripts.events import Evidence, Finding, ToolSpec, Verdict
 
 REPORT_FINDING = "report_finding"
+# read_lines numbers its lines ("    12\tcode"); a quote of several lines may leave them out.
+_LINE_NUMBER = re.compile(r"^ *\d+\t", re.M)
 
 
 class EvidenceInput(BaseModel):
@@ -80,11 +83,12 @@ class Grounder:
     """Remembers every tool output by call id and checks findings against them."""
 
     def __init__(self) -> None:
-        self.outputs: dict[str, tuple[str, str]] = {}
+        self.outputs: dict[str, tuple[str, list[str]]] = {}
         self._held: dict[str, Finding] = {}
 
     def record(self, call_id: str, tool: str, output: str) -> None:
-        self.outputs[call_id] = (tool, normalise(output))
+        forms = [normalise(output), normalise(_LINE_NUMBER.sub("", output))]
+        self.outputs[call_id] = (tool, forms)
 
     def report(self, call_id: str, raw: dict[str, object]) -> Outcome:
         try:
@@ -143,9 +147,9 @@ class Grounder:
             known = ", ".join(self.outputs) or "(none yet)"
             why = f"call id {item.call_id!r} is not a tool call of this session; known: {known}"
             return Evidence(call_id=item.call_id, quote=item.quote, grounded=False), why
-        tool, output = recorded
+        tool, forms = recorded
         quote = normalise(item.quote)
-        if quote and quote in output:
+        if quote and any(quote in form for form in forms):
             return Evidence(call_id=item.call_id, quote=item.quote, grounded=True), ""
         why = f"quote {item.quote!r} does not occur in the output of call {item.call_id} ({tool})"
         return Evidence(call_id=item.call_id, quote=item.quote, grounded=False), why
