@@ -22,7 +22,7 @@ from sleuth.tools.registry import ToolContext
 try:
     from tests.sshd import SSHServer, missing_reason
 except ImportError:  # plain `pytest` puts tests/, not the repository root, on sys.path
-    from sshd import SSHServer, missing_reason  # type: ignore[no-redef]
+    from sshd import SSHServer, missing_reason  # type: ignore[no-redef,import-not-found]
 
 SandboxFactory = Callable[..., SandboxedHost]
 

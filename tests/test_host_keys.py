@@ -14,7 +14,7 @@ from sleuth.tools.ssh import HostKeyError, SSHHost, read_known_hosts
 try:
     from tests.sshd import SSHServer, free_port, keygen
 except ImportError:
-    from sshd import SSHServer, free_port, keygen  # type: ignore[no-redef]
+    from sshd import SSHServer, free_port, keygen  # type: ignore[no-redef,import-not-found]
 
 
 def _host(sshd: SSHServer, user_known: Path, sleuth_known: Path, **kw: object) -> SSHHost:

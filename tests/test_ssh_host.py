@@ -19,7 +19,7 @@ from sleuth.tools.ssh import SSHHost
 try:
     from tests.sshd import SSHServer
 except ImportError:
-    from sshd import SSHServer  # type: ignore[no-redef]
+    from sshd import SSHServer  # type: ignore[no-redef,import-not-found]
 
 
 @pytest.fixture
