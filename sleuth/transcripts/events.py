@@ -182,7 +182,12 @@ class SessionEnded(_Event):
 
 
 Event = Annotated[
-    SessionStarted | ModelTurn | ToolExecuted | ApprovalEvent | FindingEvent | ErrorEvent
+    SessionStarted
+    | ModelTurn
+    | ToolExecuted
+    | ApprovalEvent
+    | FindingEvent
+    | ErrorEvent
     | SessionEnded,
     Field(discriminator="type"),
 ]
