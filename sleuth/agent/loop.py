@@ -13,6 +13,7 @@ carry their status, mini-swe-agent style.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,10 @@ from sleuth.transcripts.events import (
 )
 from sleuth.transcripts.redact import redact
 from sleuth.transcripts.store import TranscriptWriter
+
+
+Executor = Callable[[ToolContext, str, dict[str, Any]], ToolResult]
+"""Runs one tool call; `registry.execute` unless a replay answers from the recording."""
 
 
 class Stop(Exception):
@@ -81,6 +86,7 @@ class Investigation:
     tool_data: dict[str, Any] = field(default_factory=dict)
     totals: Totals | None = None
     workers: int = 8
+    executor: Executor = execute
 
     def __post_init__(self) -> None:
         self.meter = Meter(self.budget, self.price, self.totals)
@@ -172,7 +178,7 @@ class Investigation:
         self.observer.tool_started(call_id, name, host, _summary(raw))
         self._call.id = call_id
         if allowed:
-            result = execute(self.ctx, name, raw)
+            result = self.executor(self.ctx, name, raw)
         else:
             result = _refused(self.final_reason or "the tool-call budget is spent")
         output = redact(result.output)
