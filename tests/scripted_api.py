@@ -63,16 +63,34 @@ def tool_use(call_id: str, name: str, **inputs: Any) -> dict[str, Any]:
     return {"type": "tool_use", "id": call_id, "name": name, "input": inputs}
 
 
-def finding(call_id: str, claim: str, quotes: list[tuple[str, str]], verdict: str = "yes",
-            confidence: float = 0.9, **extra: Any) -> dict[str, Any]:
+def finding(
+    call_id: str,
+    claim: str,
+    quotes: list[tuple[str, str]],
+    verdict: str = "yes",
+    confidence: float = 0.9,
+    **extra: Any,
+) -> dict[str, Any]:
     """A report_finding call quoting (call_id, quote) pairs."""
     evidence = [{"call_id": c, "quote": q} for c, q in quotes]
-    return tool_use(call_id, "report_finding", claim=claim, verdict=verdict,
-                    confidence=confidence, evidence=evidence, **extra)
+    return tool_use(
+        call_id,
+        "report_finding",
+        claim=claim,
+        verdict=verdict,
+        confidence=confidence,
+        evidence=evidence,
+        **extra,
+    )
 
 
-def message(*blocks: dict[str, Any], input_tokens: int = 100, output_tokens: int = 20,
-            cache_read: int = 0, cache_write: int = 0) -> Turn:
+def message(
+    *blocks: dict[str, Any],
+    input_tokens: int = 100,
+    output_tokens: int = 20,
+    cache_read: int = 0,
+    cache_write: int = 0,
+) -> Turn:
     uses_tools = any(b["type"] == "tool_use" for b in blocks)
     return {
         "id": f"msg_{next(_ids):06d}",
@@ -82,18 +100,27 @@ def message(*blocks: dict[str, Any], input_tokens: int = 100, output_tokens: int
         "content": list(blocks),
         "stop_reason": "tool_use" if uses_tools else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                  "cache_read_input_tokens": cache_read,
-                  "cache_creation_input_tokens": cache_write},
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_read_input_tokens": cache_read,
+            "cache_creation_input_tokens": cache_write,
+        },
     }
 
 
 def to_chat(turn: Turn) -> Turn:
     """A Messages-API response as an OpenAI chat completion."""
     content = "".join(b["text"] for b in turn["content"] if b["type"] == "text") or None
-    calls = [{"id": b["id"], "type": "function",
-              "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
-             for b in turn["content"] if b["type"] == "tool_use"]
+    calls = [
+        {
+            "id": b["id"],
+            "type": "function",
+            "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
+        }
+        for b in turn["content"]
+        if b["type"] == "tool_use"
+    ]
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = calls
@@ -103,11 +130,15 @@ def to_chat(turn: Turn) -> Turn:
         "id": f"chatcmpl-{turn['id']}",
         "object": "chat.completion",
         "model": "served-model",
-        "choices": [{"index": 0, "message": message,
-                     "finish_reason": "tool_calls" if calls else "stop"}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": usage["output_tokens"],
-                  "total_tokens": prompt + usage["output_tokens"],
-                  "prompt_tokens_details": {"cached_tokens": usage["cache_read_input_tokens"]}},
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": usage["output_tokens"],
+            "total_tokens": prompt + usage["output_tokens"],
+            "prompt_tokens_details": {"cached_tokens": usage["cache_read_input_tokens"]},
+        },
     }
 
 
@@ -173,17 +204,23 @@ class ScriptedAPI:
                 except ValueError:
                     body = raw
                 with api._lock:
-                    api.requests.append(Recorded(self.path, {k.lower(): v for k, v in
-                                                             self.headers.items()}, body,
-                                                 time.monotonic()))
+                    api.requests.append(
+                        Recorded(
+                            self.path,
+                            {k.lower(): v for k, v in self.headers.items()},
+                            body,
+                            time.monotonic(),
+                        )
+                    )
                 self.serve(api._next(body))
 
             def serve(self, turn: Turn | Fault) -> None:
                 if isinstance(turn, Fault):
                     if turn.kind == "reset":
                         # SO_LINGER 0 makes close() send RST: the client sees a reset.
-                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                                   struct.pack("ii", 1, 0))
+                        self.connection.setsockopt(
+                            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                        )
                         self.connection.close()
                         self.close_connection = True
                         return
@@ -192,8 +229,13 @@ class ScriptedAPI:
                         return self.serve(turn.then or status(500))
                     if turn.kind == "garbage":
                         return self.send(200, b"{not json at all", {})
-                    error = {"type": "error", "error": {"type": "overloaded_error"
-                             if turn.status == 529 else "api_error", "message": "scripted"}}
+                    error = {
+                        "type": "error",
+                        "error": {
+                            "type": "overloaded_error" if turn.status == 529 else "api_error",
+                            "message": "scripted",
+                        },
+                    }
                     return self.send(turn.status, json.dumps(error).encode(), turn.headers)
                 payload = to_chat(turn) if api.flavour == "openai" else turn
                 self.send(200, json.dumps(payload).encode(), {})

@@ -80,13 +80,23 @@ def sleepy() -> Iterator[list[tuple[float, float]]]:
     registry._TOOLS.pop("sleepy", None)
 
 
-def run(api: ScriptedAPI, ctx: ToolContext, tmp_path: Path, budget: Budget | None = None,
-        **brain_args: Any) -> tuple[RunResult, list[Event]]:
-    brain = AnthropicBrain("claude-haiku-4-5", api_key="sk-ant-test-key-0123456789abcdefghij",
-                           base_url=api.url, **brain_args)
+def run(
+    api: ScriptedAPI,
+    ctx: ToolContext,
+    tmp_path: Path,
+    budget: Budget | None = None,
+    **brain_args: Any,
+) -> tuple[RunResult, list[Event]]:
+    brain = AnthropicBrain(
+        "claude-haiku-4-5",
+        api_key="sk-ant-test-key-0123456789abcdefghij",
+        base_url=api.url,
+        **brain_args,
+    )
     settings = Settings(budget=budget or Budget())
-    inv = start_investigation("Does the checkpoint declare MTP heads?", brain, ctx, settings,
-                              tmp_path / "transcripts")
+    inv = start_investigation(
+        "Does the checkpoint declare MTP heads?", brain, ctx, settings, tmp_path / "transcripts"
+    )
     result = inv.run()
     return result, load(Path(result.transcript)).events
 
@@ -94,8 +104,13 @@ def run(api: ScriptedAPI, ctx: ToolContext, tmp_path: Path, budget: Budget | Non
 def read_config_then_report() -> list[Any]:
     return [
         message(text("Reading the config."), tool_use("toolu_1", "read_json", path="config.json")),
-        message(finding("toolu_2", "The config declares one MTP layer.",
-                        [("toolu_1", '"num_nextn_predict_layers": 1')])),
+        message(
+            finding(
+                "toolu_2",
+                "The config declares one MTP layer.",
+                [("toolu_1", '"num_nextn_predict_layers": 1')],
+            )
+        ),
         message(text("Yes: one MTP (NextN) layer is declared.")),
     ]
 
@@ -114,7 +129,11 @@ def test_requests_declare_tools_cache_breakpoints_and_results_in_order(
     assert schema["properties"]["path"]["type"] == "string"
     assert schema["additionalProperties"] is False
     assert set(tools["report_finding"]["input_schema"]["required"]) >= {
-        "claim", "verdict", "confidence", "evidence"}
+        "claim",
+        "verdict",
+        "confidence",
+        "evidence",
+    }
     assert first["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert all("cache_control" not in t for t in first["tools"][:-1])
     assert first["system"][0]["cache_control"] == {"type": "ephemeral"}
@@ -139,8 +158,15 @@ def test_requests_declare_tools_cache_breakpoints_and_results_in_order(
     assert [f.grounded for f in result.findings] == [True]
     assert result.answer == "Yes: one MTP (NextN) layer is declared."
     assert [e.type for e in events] == [
-        "session_started", "model_turn", "tool_executed", "model_turn", "tool_executed",
-        "finding", "model_turn", "session_ended"]
+        "session_started",
+        "model_turn",
+        "tool_executed",
+        "model_turn",
+        "tool_executed",
+        "finding",
+        "model_turn",
+        "session_ended",
+    ]
     assert events[-1].totals.turns == 3  # type: ignore[union-attr]
     assert events[-1].totals.tool_calls == 1  # type: ignore[union-attr]
 
@@ -161,8 +187,10 @@ def test_a_tool_error_goes_back_as_is_error_and_the_run_goes_on(
     ctx: ToolContext, tmp_path: Path
 ) -> None:
     script = [
-        message(tool_use("toolu_1", "read_json", path="/etc/passwd"),
-                tool_use("toolu_2", "read_json", path="config.json", bogus=1)),
+        message(
+            tool_use("toolu_1", "read_json", path="/etc/passwd"),
+            tool_use("toolu_2", "read_json", path="config.json", bogus=1),
+        ),
         message(text("Both failed; nothing to report.")),
     ]
     with ScriptedAPI(script) as api:
@@ -170,7 +198,9 @@ def test_a_tool_error_goes_back_as_is_error_and_the_run_goes_on(
     assert result.status == "answered"
     results = api.bodies()[1]["messages"][-1]["content"]
     assert [(r["tool_use_id"], r["is_error"]) for r in results] == [
-        ("toolu_1", True), ("toolu_2", True)]
+        ("toolu_1", True),
+        ("toolu_2", True),
+    ]
     assert "outside the roots" in results[0]["content"]
     assert "bogus" in results[1]["content"]
     executed = [e for e in events if isinstance(e, ToolExecuted)]
@@ -243,8 +273,13 @@ def test_a_model_that_never_finishes_is_stopped_by_the_budget_after_one_last_tur
 ) -> None:
     def forever(body: Any, index: int) -> Any:
         if body["messages"][-1]["content"][-1].get("text", "").startswith("The budget is spent"):
-            return message(finding(f"toolu_f{index}", "Config declares MTP.",
-                                   [("toolu_0", "num_nextn_predict_layers")]))
+            return message(
+                finding(
+                    f"toolu_f{index}",
+                    "Config declares MTP.",
+                    [("toolu_0", "num_nextn_predict_layers")],
+                )
+            )
         return message(tool_use(f"toolu_{index}", "read_json", path="config.json"))
 
     with ScriptedAPI(forever) as api:

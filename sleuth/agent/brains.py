@@ -18,12 +18,12 @@ import hashlib
 import inspect
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from importlib import resources
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anthropic
 import httpx2  # the HTTP client the anthropic SDK ships with; no extra dependency
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
@@ -31,6 +31,9 @@ from sleuth.agent.protocols import Brain, BrainError, BrainReply, Message, Reque
 from sleuth.config import Settings
 from sleuth.transcripts.events import ContentBlock, ModelResponse, Retry, ToolSpec, Usage
 from sleuth.transcripts.redact import register_secret
+
+if TYPE_CHECKING:
+    import anthropic
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 EPHEMERAL = {"type": "ephemeral"}
@@ -95,15 +98,25 @@ def _status(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
+def _sdk_errors() -> tuple[type[Exception], type[Exception]]:
+    """The SDK's (APIError, APIConnectionError). The SDK is imported only when a run uses it:
+    it takes seconds to import, and most commands never need it."""
+    if "anthropic" not in sys.modules:
+        return httpx2.HTTPError, httpx2.TransportError
+    import anthropic
+
+    return anthropic.APIError, anthropic.APIConnectionError
+
+
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
+    if isinstance(exc, _sdk_errors()[1] | httpx2.TransportError):
         return True
     status = _status(exc)
     return status is not None and (status in (408, 409, 429) or status >= 500)
 
 
 def _wait(state: RetryCallState) -> float:
-    """retry-after (seconds) when the server sent one, else 1, 2, 4... capped at 8 s."""
+    """retry-after (seconds) when the server sent one, else 0.5, 1, 2... capped at 8 s."""
     exc = state.outcome.exception() if state.outcome else None
     response = getattr(exc, "response", None)
     after = response.headers.get("retry-after") if response is not None else None
@@ -111,7 +124,7 @@ def _wait(state: RetryCallState) -> float:
         return (
             min(float(after), MAX_RETRY_AFTER_S)
             if after
-            else min(2.0 ** (state.attempt_number - 1), 8.0)
+            else min(0.5 * 2.0 ** (state.attempt_number - 1), 8.0)
         )
     except ValueError:
         return 1.0
@@ -126,7 +139,7 @@ def _with_retries(call: Callable[[], T], attempts: int, what: str) -> T:
     )
     try:
         return retrying(call)
-    except (anthropic.APIError, httpx2.HTTPError) as exc:
+    except (_sdk_errors()[0], httpx2.HTTPError) as exc:
         status = _status(exc)
         why = f"HTTP {status}" if status else type(exc).__name__
         raise BrainError(f"{what} failed after retries ({why}): {exc}") from exc
@@ -156,6 +169,8 @@ class AnthropicBrain:
                 "OpenAI-compatible endpoint"
             )
         register_secret(key)
+        import anthropic
+
         self.model, self.max_tokens, self.temperature = model, max_tokens, temperature
         self.attempts = attempts
         self._log = _AttemptLog()

@@ -9,7 +9,6 @@ result = inv.run()
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -78,7 +77,7 @@ def describe_hosts(ctx: ToolContext) -> list[HostInfo]:
 
 
 def new_session_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+    return uuid.uuid4().hex[:12]
 
 
 def start_investigation(

@@ -1,0 +1,104 @@
+"""The OpenAI-compatible brain through a scripted chat-completions server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sleuth.agent.brains import OpenAIBrain, select_brain
+from sleuth.agent.protocols import BrainError
+from sleuth.agent.session import start_investigation
+from sleuth.config import Settings
+from sleuth.tools.registry import ToolContext
+from sleuth.transcripts.events import ModelTurn
+from sleuth.transcripts.store import load
+
+try:
+    from tests.scripted_api import GARBAGE, RESET, ScriptedAPI, message, status, text
+    from tests.test_agent_anthropic import ctx, read_config_then_report, workspace
+except ImportError:
+    from scripted_api import (  # type: ignore[no-redef]
+        GARBAGE,
+        RESET,
+        ScriptedAPI,
+        message,
+        status,
+        text,
+    )
+    from test_agent_anthropic import (  # type: ignore[no-redef]
+        ctx,
+        read_config_then_report,
+        workspace,
+    )
+
+__all__ = ["ctx", "workspace"]
+
+
+def run_openai(api: ScriptedAPI, ctx: ToolContext, tmp_path: Path) -> tuple[object, list[object]]:
+    brain = OpenAIBrain("served-model", base_url=api.url, api_key="sk-test-openai-0123456789abcdef")
+    inv = start_investigation("Is MTP declared?", brain, ctx, Settings(), tmp_path / "t")
+    result = inv.run()
+    return result, list(load(Path(result.transcript)).events)
+
+
+def test_tool_calls_round_trip_as_function_calls(ctx: ToolContext, tmp_path: Path) -> None:
+    with ScriptedAPI(read_config_then_report(), flavour="openai") as api:
+        result, _ = run_openai(api, ctx, tmp_path)
+    assert result.status == "answered"  # type: ignore[attr-defined]
+    assert [f.grounded for f in result.findings] == [True]  # type: ignore[attr-defined]
+    first, second, third = api.bodies()
+    assert api.requests[0].path == "/v1/chat/completions"
+    assert api.requests[0].headers["authorization"] == "Bearer sk-test-openai-0123456789abcdef"
+    tools = {t["function"]["name"]: t for t in first["tools"]}
+    assert tools["read_json"]["type"] == "function"
+    assert tools["read_json"]["function"]["parameters"]["properties"]["path"]["type"] == "string"
+    assert "report_finding" in tools
+    assert first["messages"][0]["role"] == "system"
+    assert [m["role"] for m in third["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    call = second["messages"][2]["tool_calls"][0]
+    assert call["id"] == "toolu_1" and json.loads(call["function"]["arguments"]) == {
+        "path": "config.json"
+    }
+    assert second["messages"][3]["tool_call_id"] == "toolu_1"
+    assert '"num_nextn_predict_layers": 1' in second["messages"][3]["content"]
+
+
+def test_retries_on_overload_rate_limit_and_reset(ctx: ToolContext, tmp_path: Path) -> None:
+    script = [status(529), RESET, status(429, retry_after="1"), message(text("nothing"))]
+    with ScriptedAPI(script, flavour="openai") as api:
+        result, events = run_openai(api, ctx, tmp_path)
+    assert result.status == "answered"  # type: ignore[attr-defined]
+    turn = next(e for e in events if isinstance(e, ModelTurn))
+    assert [r.reason for r in turn.retries] == [
+        "HTTP 529",
+        "connection error",
+        "HTTP 429, retry-after 1",
+    ]
+    assert turn.retries[2].wait_s >= 0.95
+
+
+def test_garbage_json_ends_the_run_with_a_clear_error(ctx: ToolContext, tmp_path: Path) -> None:
+    with ScriptedAPI([GARBAGE], flavour="openai") as api:
+        result, _ = run_openai(api, ctx, tmp_path)
+    assert result.status == "error"  # type: ignore[attr-defined]
+    assert "invalid JSON" in result.answer  # type: ignore[attr-defined]
+
+
+def test_select_brain_follows_the_flags_and_environment() -> None:
+    settings = Settings()
+    chosen = select_brain(settings, "http://127.0.0.1:1/v1", "m", env={})
+    assert chosen.name == "openai"
+    assert select_brain(settings, None, None, env={"ANTHROPIC_API_KEY": "k"}).name == "anthropic"
+    with pytest.raises(BrainError, match="--model is required"):
+        select_brain(settings, "http://127.0.0.1:1/v1", None, env={})
+    with pytest.raises(BrainError, match="ANTHROPIC_API_KEY"):
+        select_brain(settings, None, None, env={})
