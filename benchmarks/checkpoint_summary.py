@@ -193,7 +193,8 @@ def report(rows: list[dict[str, Any]]) -> str:
         "## checkpoint_summary (issue 3)",
         "",
         f"Sparse Qwen3.5-397B-like NVFP4 MoE: {first['tensor_count']:,} tensors, "
-        f"{first['shards']['count']} shards, {first['shards']['file_bytes'] / 1e9:.0f} GB apparent, "
+        f"{first['shards']['count']} shards, "
+        f"{first['shards']['file_bytes'] / 1e9:.0f} GB apparent, "
         f"{first['params']['logical'] / 1e9:.1f}B logical params. Median of 3 runs (1 for the "
         "slow-link SFTP path), on a 2-core machine shared with other work.",
         "",
