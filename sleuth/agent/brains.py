@@ -202,11 +202,17 @@ class AnthropicBrain:
         body = self.body(request)
         self._log.begin(request.on_retry)
         start = time.monotonic()
-        message = _with_retries(
-            lambda: self._send(body),
-            self.attempts,
-            f"Anthropic Messages API at {self.client.base_url}",
-        )
+        try:
+            message = _with_retries(
+                lambda: self._send(body),
+                self.attempts,
+                f"Anthropic Messages API at {self.client.base_url}",
+            )
+        except ValueError as exc:
+            raise BrainError(
+                f"{self.client.base_url} answered with something that is not a Messages API "
+                f"response ({exc}); check ANTHROPIC_BASE_URL"
+            ) from exc
         usage = message.usage
         return BrainReply(
             response=ModelResponse(

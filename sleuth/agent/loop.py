@@ -42,7 +42,6 @@ from sleuth.transcripts.events import (
 from sleuth.transcripts.redact import redact
 from sleuth.transcripts.store import TranscriptWriter
 
-
 Executor = Callable[[ToolContext, str, dict[str, Any]], ToolResult]
 """Runs one tool call; `registry.execute` unless a replay answers from the recording."""
 
@@ -109,6 +108,9 @@ class Investigation:
         except KeyboardInterrupt:
             status = "interrupted"
             raise
+        except Exception as exc:  # a bug must still end the transcript with what happened
+            self.writer.append(ErrorEvent(where="loop", message=f"{type(exc).__name__}: {exc}"))
+            raise
         finally:
             for call_id, finding in self.grounder.unmended():
                 self._keep(call_id, finding)
@@ -146,11 +148,12 @@ class Investigation:
         self.observer.turn_ended(turn, reply, cost)
         self.messages.append(assistant_message(reply.response.content))
         calls = [b for b in reply.response.content if b.type == "tool_use"]
-        if not calls and not self.final_reason:
-            raise Answered("\n".join(b.text or "" for b in reply.response.content if b.text))
-        self.messages.append({"role": "user", "content": self.run_calls(calls)})
+        if calls:
+            self.messages.append({"role": "user", "content": self.run_calls(calls)})
         if self.final_reason:
             raise BudgetExhausted(self.final_reason)
+        if not calls:
+            raise Answered("\n".join(b.text or "" for b in reply.response.content if b.text))
         if reason := self.meter.exhausted():
             self.final_reason = reason
             self.writer.append(ErrorEvent(where=BUDGET_WHERE, message=reason))
