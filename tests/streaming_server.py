@@ -284,11 +284,12 @@ class SyntheticServer:
         total = p.output_tokens if p.output_tokens is not None else int(body.get("max_tokens", 16))
         sent = 0
         for at, kind, n in schedule(p, total):
-            await wait_until(start + at / 1000.0, self.spin_s)
+            # Built before the deadline so that only the write happens at it.
             words = "".join(f" w{sent + i}" for i in range(n))
             sent += n
-            finish = "length" if sent >= total else None
-            await conn.stream_part(_chunk(model, chat, {kind: words}, finish))
+            part = _chunk(model, chat, {kind: words}, "length" if sent >= total else None)
+            await wait_until(start + at / 1000.0, self.spin_s)
+            await conn.stream_part(part)
             self.spec.step(n)
         if p.tail_delay_ms:
             await asyncio.sleep(p.tail_delay_ms / 1000.0)

@@ -1,0 +1,378 @@
+"""run_benchmark: load an OpenAI-compatible streaming server and measure it honestly.
+
+The load generator (`sleuth/tools/remote/loadgen.py`) runs on the serving host by
+default, against 127.0.0.1, with that host's Python; its raw per-request JSON lines
+come back and are kept under ./bench-results/, and the metrics are computed here
+(`sleuth.tools.benchmetrics`). `where="local"` runs it on this machine instead,
+through an SSH port forward when the host is remote, and records the round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from sleuth.tools.benchmetrics import BenchReport, Dist, Slo, dist, summarise
+from sleuth.tools.hosts import LocalHost
+from sleuth.tools.policy import SandboxedHost
+from sleuth.tools.registry import ToolContext, ToolInput, tool
+from sleuth.tools.results import ToolError, ToolResult
+
+READ_BLOCK = 4 << 20
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
+class RunBenchmarkInput(ToolInput):
+    endpoint: str = Field(
+        "http://127.0.0.1:30000",
+        description="Base URL of the server as seen from the host, on loopback, e.g. "
+        "http://127.0.0.1:30000 (the benchmark only loads the host's own server).",
+    )
+    model: str = Field(description="Model name to put in each request (see /v1/models).")
+    api: Literal["chat", "completions"] = Field("chat", description="Which endpoint to load.")
+    concurrency: list[int] | None = Field(
+        None, description="Closed loop: concurrencies to run one after another (a sweep)."
+    )
+    request_rate: float | None = Field(
+        None, description="Open loop: Poisson arrivals per second (0 = all at once)."
+    )
+    max_concurrency: int | None = Field(None, description="Open loop: cap on requests in flight.")
+    num_prompts: int = Field(64, ge=1, le=100_000, description="Requests per phase.")
+    input_len: int = Field(256, ge=1, description="Prompt length in words (≈ tokens).")
+    output_len: int = Field(256, ge=1, description="max_tokens, with ignore_eos.")
+    seed: int = Field(0, description="Seeds prompts and arrivals.")
+    warmup: int = Field(2, ge=0, description="Requests sent first and left out of the metrics.")
+    where: Literal["remote", "local"] = Field(
+        "remote", description="Run the load generator on the host (default) or here."
+    )
+    python: str | None = Field(
+        None, description="Python on the host with aiohttp, e.g. the engine's venv python; "
+        "default: the host's configured python.",
+    )
+    slo_ttft_ms: float | None = Field(None, description="Goodput SLO on time to first token.")
+    slo_tpot_ms: float | None = Field(None, description="Goodput SLO on time per output token.")
+    slo_e2e_ms: float | None = Field(None, description="Goodput SLO on end-to-end latency.")
+    spec_counters: bool = Field(
+        True, description="Read the server's speculative counters before and after each phase."
+    )
+    timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit for the whole run.")
+    results_dir: str = Field("bench-results", description="Local folder for the raw JSONL.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _loopback(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme != "http" or parts.hostname not in LOOPBACK or parts.port is None:
+            raise ValueError(
+                f"{value!r} is not a loopback URL with a port; give http://127.0.0.1:PORT "
+                "(the server as the host itself sees it)"
+            )
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> RunBenchmarkInput:
+        if (self.concurrency is None) == (self.request_rate is None):
+            raise ValueError("give exactly one of concurrency (a list) and request_rate")
+        if self.concurrency is not None and (not self.concurrency or min(self.concurrency) < 1):
+            raise ValueError("concurrency must be a non-empty list of positive integers")
+        return self
+
+    @property
+    def port(self) -> int:
+        port = urlsplit(self.endpoint).port
+        assert port is not None
+        return port
+
+    def slo(self) -> Slo:
+        return Slo(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms, e2e_ms=self.slo_e2e_ms)
+
+
+class BenchRun(BaseModel):
+    """What run_benchmark returns as data."""
+
+    host: str
+    where: Literal["remote", "local"]
+    jsonl: str
+    """The raw per-request records, saved on this machine."""
+    round_trip_ms: Dist | None = None
+    """where=local through a port forward: HTTP round trips of a tiny request."""
+    report: BenchReport
+
+
+def program() -> bytes:
+    return resources.files("sleuth.tools.remote").joinpath("loadgen.py").read_bytes()
+
+
+def loadgen_args(args: RunBenchmarkInput, url: str, out: str | None) -> list[str]:
+    argv = ["--url", url, "--api", args.api, "--model", args.model,
+            "--num-prompts", str(args.num_prompts), "--input-len", str(args.input_len),
+            "--output-len", str(args.output_len), "--seed", str(args.seed),
+            "--warmup", str(args.warmup)]
+    if args.concurrency is not None:
+        argv += ["--concurrency", ",".join(map(str, args.concurrency))]
+    else:
+        argv += ["--request-rate", str(args.request_rate)]
+    if args.max_concurrency:
+        argv += ["--max-concurrency", str(args.max_concurrency)]
+    if args.spec_counters:
+        argv.append("--spec-counters")
+    if out:
+        argv += ["--out", out]
+    return argv
+
+
+@tool(mutating=True)
+def run_benchmark(ctx: ToolContext, args: RunBenchmarkInput) -> ToolResult:
+    """Benchmark an OpenAI-compatible streaming server (SGLang, vLLM, ...) on a host.
+
+    Sends seeded prompts of a fixed length with ignore_eos and a fixed max_tokens, in a
+    closed loop (a list of concurrencies, run as a sweep) or an open loop (Poisson
+    request_rate). Reports per phase TTFT (from send and from the scheduled time),
+    TPOT, ITL per chunk and per token, E2E (each n/mean/p50/p90/p95/p99/max, in ms),
+    throughput, achieved concurrency, goodput for the SLOs given, failures, and
+    speculative acceptance for this run only. It flags a run whose client was the
+    bottleneck. By default the load generator runs on the host itself against
+    127.0.0.1 (give `python` for the engine's venv when the host python lacks aiohttp).
+    """
+    host = ctx.host(args.host)
+    started = time.monotonic()
+    if args.where == "remote":
+        raw, argv = _run_remote(host, args)
+        rtt = None
+    else:
+        raw, argv, rtt = _run_local(host, args)
+    path = _save(raw, args)
+    report = summarise(raw.splitlines(), args.slo())
+    run = BenchRun(host=args.host, where=args.where, jsonl=str(path), round_trip_ms=rtt,
+                   report=report)
+    return ToolResult(ok=True, output=render_text(run), data=run.model_dump(mode="json"),
+                      argv=[argv], duration_s=time.monotonic() - started)
+
+
+def _run_remote(host: SandboxedHost, args: RunBenchmarkInput) -> tuple[bytes, list[str]]:
+    python = args.python or host.config.python
+    argv = [python, "-", *loadgen_args(args, args.endpoint, None)]
+    result = host.run(argv, stdin=program(), timeout=args.timeout_s, max_bytes=64_000)
+    _check(result.exit_code, result.timed_out, result.stderr, host.name, python, args)
+    out = _out_path(result.stdout)
+    try:
+        raw = _read_back(host, out)
+    finally:
+        host.run(["rm", "-f", "--", out], timeout=30)
+    return raw, argv
+
+
+def _run_local(host: SandboxedHost, args: RunBenchmarkInput
+               ) -> tuple[bytes, list[str], Dist | None]:
+    local = LocalHost("local")
+    with tempfile.TemporaryDirectory(prefix="sleuth-bench-") as tmp, _reach(host, args) as (
+        url, rtt
+    ):
+        out = str(Path(tmp) / "run.jsonl")
+        argv = [sys.executable, "-", *loadgen_args(args, url, out)]
+        result = local.run(argv, stdin=program(), timeout=args.timeout_s, max_bytes=64_000)
+        _check(result.exit_code, result.timed_out, result.stderr, "local", argv[0], args)
+        return Path(out).read_bytes(), argv, rtt
+
+
+@contextmanager
+def _reach(host: SandboxedHost, args: RunBenchmarkInput
+           ) -> Iterator[tuple[str, Dist | None]]:
+    """A URL on this machine for the host's server: direct when local, else forwarded."""
+    if isinstance(host.host, LocalHost):
+        yield args.endpoint, None
+        return
+    transport = _ssh_transport(host)
+    with PortForward(transport, args.port) as local_port:
+        url = f"http://127.0.0.1:{local_port}"
+        yield url, round_trips(url)
+
+
+def _ssh_transport(host: SandboxedHost) -> Any:
+    now = getattr(host.host, "_transport_now", None)
+    if now is None:
+        raise ToolError(
+            f"host {host.name!r} is not an SSH host, so where='local' cannot forward a port "
+            "to it; use where='remote'"
+        )
+    return now()[0]
+
+
+class PortForward:
+    """A local listening socket whose connections are tunnelled to host:127.0.0.1:port."""
+
+    def __init__(self, transport: Any, remote_port: int) -> None:
+        self.transport, self.remote_port = transport, remote_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.2)
+        self.closing = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self) -> int:
+        self.thread.start()
+        port: int = self.listener.getsockname()[1]
+        return port
+
+    def __exit__(self, *exc: object) -> None:
+        self.closing.set()
+        self.thread.join(timeout=2)
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self.closing.is_set():
+            try:
+                conn, peer = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                channel = self.transport.open_channel(
+                    "direct-tcpip", ("127.0.0.1", self.remote_port), peer, timeout=10
+                )
+            except Exception:  # the host refused the forward: drop this connection only
+                conn.close()
+                continue
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for src, dst in ((conn, channel), (channel, conn)):
+                threading.Thread(target=_pump, args=(src, dst), daemon=True).start()
+
+
+def _pump(src: Any, dst: Any) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for end in (src, dst):
+            try:
+                end.close()
+            except OSError:
+                pass
+
+
+def round_trips(url: str, count: int = 5) -> Dist:
+    """HTTP round trips of GET /v1/models through `url`, one connection reused."""
+    parts = urlsplit(url)
+    times = []
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), 10) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = s.makefile("rb")
+        for _ in range(count):
+            start = time.perf_counter()
+            s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            length = 0
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            reader.read(length)
+            times.append(time.perf_counter() - start)
+    return dist(times)
+
+
+def _check(code: int | None, timed_out: bool, stderr: bytes, where: str, python: str,
+           args: RunBenchmarkInput) -> None:
+    if timed_out:
+        raise ToolError(f"the benchmark ran past timeout_s={args.timeout_s:g}; give fewer "
+                        "num_prompts or a larger timeout_s")
+    if code == 0:
+        return
+    err = stderr.decode(errors="replace").strip()
+    if "No module named 'aiohttp'" in err:
+        raise ToolError(f"{python} on host {where!r} has no aiohttp; pass python= the engine's "
+                        "virtualenv python (SGLang and vLLM both install aiohttp)")
+    tail = "\n".join(err.splitlines()[-8:]) or "(no output)"
+    raise ToolError(f"the load generator failed on host {where!r} (exit {code}):\n{tail}")
+
+
+def _out_path(stdout: bytes) -> str:
+    lines = stdout.decode(errors="replace").strip().splitlines()
+    try:
+        out = json.loads(lines[-1])["out"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise ToolError("the load generator did not say where it wrote its records; "
+                        f"its output was: {stdout[-300:]!r}") from None
+    if not isinstance(out, str) or not out.startswith("/tmp/sleuth-bench-"):
+        raise ToolError(f"unexpected load generator output path {out!r}")
+    return out
+
+
+def _read_back(host: SandboxedHost, path: str) -> bytes:
+    # Our own file under /tmp, outside the host's roots by design: read it raw.
+    parts, offset = [], 0
+    while block := host.host.read_range(path, offset, READ_BLOCK):
+        parts.append(block)
+        offset += len(block)
+    return b"".join(parts)
+
+
+def _save(raw: bytes, args: RunBenchmarkInput) -> Path:
+    folder = Path(args.results_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    path = folder / f"bench-{stamp}-{args.host}.jsonl"
+    path.write_bytes(raw)
+    return path.resolve()
+
+
+def _fmt(d: Dist, field: str = "p50") -> str:
+    value = getattr(d, field)
+    return "-" if value is None else f"{value:.1f}"
+
+
+def render_text(run: BenchRun) -> str:
+    """A compact table for the model: one line per phase, then warnings."""
+    lines = [f"benchmark on {run.host} (load generator {run.where}); records: {run.jsonl}"]
+    if run.round_trip_ms and run.round_trip_ms.p50 is not None:
+        lines.append(f"round trip through the port forward: p50 {run.round_trip_ms.p50:.2f} ms")
+    lines.append("phase load  ok/n  ttft p50/p99  ttft-sched p99  tpot p50/p99  itl p50  "
+                 "e2e p50/p99  req/s  out tok/s  conc  goodput")
+    for p in run.report.phases:
+        load = f"c={p.concurrency_target}" if p.mode == "closed" else f"r={p.request_rate:g}"
+        good = "-" if p.goodput is None else f"{p.goodput:.2f}"
+        lines.append(
+            f"{p.phase:>5} {load:<5} {p.completed}/{p.requests}  {_fmt(p.ttft)}/"
+            f"{_fmt(p.ttft, 'p99')}  {_fmt(p.ttft_from_sched, 'p99')}  {_fmt(p.tpot)}/"
+            f"{_fmt(p.tpot, 'p99')}  {_fmt(p.itl_chunk)}  {_fmt(p.e2e)}/{_fmt(p.e2e, 'p99')}  "
+            f"{p.request_throughput:.2f}  {p.output_throughput:.1f}  {p.concurrency:.2f}  {good}"
+        )
+    lines.extend(warnings(run.report))
+    return "\n".join(lines)
+
+
+def warnings(report: BenchReport) -> list[str]:
+    out = []
+    for p in report.phases:
+        if p.client.client_limited:
+            out.append(f"phase {p.phase}: CLIENT-LIMITED, figures understate the server: "
+                       + "; ".join(p.client.reasons))
+        if p.failed:
+            out.append(f"phase {p.phase}: {p.failed} failed requests: {p.errors}")
+        if p.output_len_mismatch_share:
+            out.append(f"phase {p.phase}: {p.output_len_mismatch_share:.0%} of requests "
+                       "returned a different number of tokens than requested")
+        if p.token_mismatches:
+            first = p.token_mismatches[0]
+            out.append(f"phase {p.phase}: {len(p.token_mismatches)} requests whose usage "
+                       f"count differs from the stream (e.g. usage {first.usage}, stream "
+                       f"{first.stream}{', estimated' if first.estimated else ''}); "
+                       "usage is used")
+        if p.spec is not None:
+            value = "-" if p.spec.accept_length is None else f"{p.spec.accept_length:.3f}"
+            out.append(f"phase {p.phase}: speculative accept length this run {value} "
+                       f"({p.spec.source}) {p.spec.note}".rstrip())
+    return out
