@@ -1,0 +1,88 @@
+"""run_benchmark through the tool registry: on the local host, and over the test sshd
+with the load generator on the host (where=remote) and here through a port forward."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench_support import synthetic_server
+
+from sleuth.config import HostConfig, Limits
+from sleuth.tools.hosts import LocalHost
+from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, SandboxedHost
+from sleuth.tools.registry import ToolContext, execute
+
+PROFILES = {"fast": {"ttft_ms": 30, "itl_ms": 5, "tokens_per_chunk": 2}}
+
+
+def approve(request: ApprovalRequest) -> ApprovalDecision:
+    return ApprovalDecision(approved=True, by="test")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with synthetic_server(PROFILES, realtime=False) as url:
+        yield url
+
+
+def call(ctx: ToolContext, host: str, url: str, tmp: Path, **extra: Any) -> Any:
+    raw = {"host": host, "endpoint": url, "model": "fast", "concurrency": [1, 3],
+           "num_prompts": 6, "input_len": 32, "output_len": 20, "warmup": 1,
+           "python": sys.executable, "results_dir": str(tmp / "results"), **extra}
+    return execute(ctx, "run_benchmark", raw)
+
+
+def check_run(result: Any, where: str) -> dict[str, Any]:
+    assert result.ok, result.error
+    data = result.data
+    assert data["where"] == where
+    phases = data["report"]["phases"]
+    assert [p["concurrency_target"] for p in phases] == [1, 3]
+    for phase in phases:
+        assert phase["completed"] == 6 and phase["failed"] == 0
+        assert abs(phase["ttft"]["p50"] - 30) < 15
+        assert abs(phase["itl_token"]["p50"] - 2.5) < 2
+        assert phase["spec"]["accept_length"] == pytest.approx(2.0)
+    lines = Path(data["jsonl"]).read_text().splitlines()
+    assert sum('"type":"request"' in line for line in lines) == 13  # 1 warmup + 2 x 6
+    assert "c=3" in result.output
+    return dict(data)
+
+
+def test_run_benchmark_on_the_local_host(server: str, tmp_path: Path) -> None:
+    config = HostConfig(roots=[str(tmp_path)], allow=["run_benchmark"])
+    local = SandboxedHost("local", LocalHost("local"), config, Limits())
+    ctx = ToolContext(hosts={"local": local}, approver=approve)
+    check_run(call(ctx, "local", server, tmp_path), "remote")
+    data = check_run(call(ctx, "local", server, tmp_path, where="local"), "local")
+    assert data["round_trip_ms"] is None  # nothing to forward on this machine
+
+
+def test_run_benchmark_needs_permission_and_a_loopback_endpoint(server: str,
+                                                                tmp_path: Path) -> None:
+    config = HostConfig(roots=[str(tmp_path)], allow=[])
+    local = SandboxedHost("local", LocalHost("local"), config, Limits())
+    refused = call(ToolContext(hosts={"local": local}, approver=approve), "local", server,
+                   tmp_path)
+    assert not refused.ok and "allow = ['run_benchmark']" in (refused.error or "")
+    config.allow.append("run_benchmark")
+    ctx = ToolContext(hosts={"local": local}, approver=approve)
+    elsewhere = call(ctx, "local", "http://10.0.0.5:8000", tmp_path)
+    assert not elsewhere.ok and "http://127.0.0.1:PORT" in (elsewhere.error or "")
+    no_aiohttp = call(ctx, "local", server, tmp_path, python="/bin/false")
+    assert not no_aiohttp.ok and "load generator failed" in (no_aiohttp.error or "")
+
+
+@pytest.mark.ssh
+def test_run_benchmark_over_ssh_both_placements(
+    server: str, tmp_path: Path, make_context: Callable[..., ToolContext]
+) -> None:
+    ctx = make_context([str(tmp_path)], allow=["run_benchmark"], approver=approve)
+    check_run(call(ctx, "remote", server, tmp_path), "remote")
+    data = check_run(call(ctx, "remote", server, tmp_path, where="local"), "local")
+    rtt = data["round_trip_ms"]
+    assert rtt["n"] == 5 and 0 < rtt["p50"] < 500
