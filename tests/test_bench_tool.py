@@ -86,3 +86,25 @@ def test_run_benchmark_over_ssh_both_placements(
     data = check_run(call(ctx, "remote", server, tmp_path, where="local"), "local")
     rtt = data["round_trip_ms"]
     assert rtt["n"] == 5 and 0 < rtt["p50"] < 500
+
+
+def test_sleuth_bench_sweep_prints_json_and_draws_the_plot(server: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from sleuth.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, [
+        "bench", server, "-m", "fast", "-c", "1,2", "-n", "2", "--output-len", "6",
+        "--input-len", "8", "--warmup", "0", "--python", sys.executable, "--json",
+    ])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [p["concurrency_target"] for p in data["report"]["phases"]] == [1, 2]
+    assert Path(data["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert Path(data["jsonl"]).parent == tmp_path / "bench-results"
+    bad = CliRunner().invoke(app, ["bench", server, "-m", "fast", "-c", "1", "-r", "3"])
+    assert bad.exit_code == 2 and "exactly one of" in bad.output
