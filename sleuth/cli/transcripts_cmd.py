@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from sleuth.cli import replay_cmd
 from sleuth.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, console, err_console, fail
 from sleuth.cli.common import print_json as print_json_value
 from sleuth.transcripts.render import FORMATS, render, render_rich
@@ -99,8 +100,13 @@ def verify_cmd(
     raise typer.Exit(EXIT_OK if report.ok else EXIT_ERROR)
 
 
-COMMANDS: dict[str, Callable[..., None]] = {"show": show, "verify": verify_cmd}
-"""Commands this module adds; `replay` and `resume` join here."""
+COMMANDS: dict[str, Callable[..., None]] = {
+    "show": show,
+    "verify": verify_cmd,
+    "replay": replay_cmd.replay_cmd,
+    "resume": replay_cmd.resume_cmd,
+}
+"""Commands this module adds."""
 
 
 def register(app: typer.Typer) -> None:

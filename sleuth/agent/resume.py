@@ -1,0 +1,173 @@
+"""Continue an interrupted investigation from its last complete turn.
+
+```python
+inv = resume_investigation(Path("transcripts/x.jsonl"), ctx, settings)
+result = inv.run()          # appends to the same transcript, chain unbroken
+```
+
+The transcript must verify (a tampered trail is not continued) and must not
+have ended. The conversation is rebuilt from the events, the brain from
+`session_started` (with today's API keys from the environment), and the budget
+goes on from what the recorded turns already spent. A turn cut off mid-way is
+run again. A second `session_started` with `resumed_from` marks where the run
+was picked up, with the hosts and versions as they are now.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from sleuth.agent.brains import DEFAULT_ANTHROPIC_MODEL, AnthropicBrain, OpenAIBrain, system_prompt
+from sleuth.agent.budget import price_for
+from sleuth.agent.findings import REPORT_FINDING
+from sleuth.agent.history import messages_from_events
+from sleuth.agent.loop import Investigation
+from sleuth.agent.protocols import Brain, Observer, Quiet
+from sleuth.agent.replay import Recording, read_recording
+from sleuth.agent.session import describe_hosts, versions
+from sleuth.config import Budget, Settings
+from sleuth.tools.registry import ToolContext
+from sleuth.transcripts.events import Event, ModelTurn, SessionStarted, ToolExecuted, Totals
+from sleuth.transcripts.store import TranscriptWriter, load
+from sleuth.transcripts.verify import verify
+
+
+class ResumeError(Exception):
+    """The transcript cannot be continued; the message says why and what to do."""
+
+
+def check_resumable(path: Path) -> None:
+    """Raise ResumeError unless `path` verifies and has not ended."""
+    report = verify(path)
+    if report.problems:
+        first = report.problems[0]
+        raise ResumeError(
+            f"{path} fails verification at line {first.line} ({first.kind}: {first.message}); "
+            f"a tampered trail is not continued. See `sleuth verify {path}`."
+        )
+    if report.ended:
+        raise ResumeError(
+            f"{path} already ended (it has a session_ended event); there is nothing to resume. "
+            f"Run `sleuth ask` again for a new investigation."
+        )
+
+
+def brain_for(start: SessionStarted, env: Mapping[str, str] | None = None) -> Brain:
+    """The brain that ran the session, rebuilt; model brains need their keys from `env` again."""
+    env = os.environ if env is None else env
+    if start.brain == "playbook":
+        from sleuth.agent.playbooks import PlaybookBrain
+
+        return PlaybookBrain()
+    if start.brain == "anthropic":
+        if not env.get("ANTHROPIC_API_KEY"):
+            raise ResumeError(
+                f"the session used Anthropic ({start.model}); export ANTHROPIC_API_KEY to resume it"
+            )
+        return AnthropicBrain(
+            start.model or DEFAULT_ANTHROPIC_MODEL,
+            api_key=env["ANTHROPIC_API_KEY"],
+            base_url=env.get("ANTHROPIC_BASE_URL"),
+        )
+    if start.brain == "openai":
+        if not env.get("OPENAI_BASE_URL") or not start.model:
+            raise ResumeError(
+                f"the session used an OpenAI-compatible endpoint ({start.model}); export "
+                "OPENAI_BASE_URL (and OPENAI_API_KEY if it needs one) to resume it"
+            )
+        return OpenAIBrain(
+            start.model, base_url=env["OPENAI_BASE_URL"], api_key=env.get("OPENAI_API_KEY")
+        )
+    raise ResumeError(
+        f"a {start.brain!r} session cannot be resumed; replay it with `sleuth replay`"
+    )
+
+
+def spent(events: Sequence[Event]) -> Totals:
+    """What the run spent before it stopped: every turn paid for, every tool call run."""
+    totals = Totals()
+    for event in events:
+        if isinstance(event, ModelTurn):
+            totals.turns += 1
+            totals.input_tokens += event.usage.input_tokens
+            totals.output_tokens += event.usage.output_tokens
+            totals.cache_read_tokens += event.usage.cache_read_tokens
+            totals.cache_write_tokens += event.usage.cache_write_tokens
+            totals.cost_usd += event.cost_usd
+        elif isinstance(event, ToolExecuted) and event.tool != REPORT_FINDING:
+            totals.tool_calls += 1
+    if len(events) > 1:
+        first, last = (_when(e.ts) for e in (events[0], events[-1]))
+        totals.wall_s = max(0.0, (last - first).total_seconds())
+    return totals
+
+
+def _when(ts: str) -> datetime:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+def resume_investigation(
+    path: Path,
+    ctx: ToolContext,
+    settings: Settings,
+    *,
+    brain: Brain | None = None,
+    observer: Observer | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Investigation:
+    """An Investigation that goes on from the last complete turn of the transcript at `path`."""
+    path = Path(path)
+    check_resumable(path)
+    events = load(path).events
+    recording = read_recording(path, events)
+    start = recording.start
+    brain = brain or brain_for(start, env)
+    writer = TranscriptWriter.reopen(path)
+    writer.append(
+        start.model_copy(
+            update={
+                "hosts": describe_hosts(ctx),
+                "brain": brain.name,
+                "model": brain.model,
+                "versions": versions(),
+                "resumed_from": str(path),
+            }
+        )
+    )
+    inv = Investigation(
+        brain=brain,
+        ctx=ctx,
+        writer=writer,
+        system=system_prompt(),
+        tools=start.tools,
+        messages=messages_from_events(events),
+        budget=_budget(start, settings),
+        price=price_for(brain.model, settings.prices),
+        observer=observer or Quiet(),
+        findings=recording.findings,
+        totals=spent(events),
+    )
+    _restore_outputs(inv, recording)
+    inv.final_reason = recording.budget_notice
+    return inv
+
+
+def _budget(start: SessionStarted, settings: Settings) -> Budget:
+    try:
+        return Budget.model_validate(start.budget)
+    except ValidationError:
+        return settings.budget
+
+
+def _restore_outputs(inv: Investigation, recording: Recording) -> None:
+    """The grounding check and scripted brains need the outputs of the turns already run."""
+    for turn in recording.turns:
+        for call_id, event in turn.results.items():
+            if event.tool != REPORT_FINDING:
+                inv.grounder.record(call_id, event.tool, event.output)
+                inv.tool_data[call_id] = event.data

@@ -1,0 +1,162 @@
+"""`sleuth replay` and `sleuth resume`: run a recorded investigation again, or finish it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from sleuth.agent.protocols import BrainError, Observer, Quiet
+from sleuth.agent.replay import ReplayError, ReplayResult, read_recording, replay
+from sleuth.agent.resume import ResumeError, resume_investigation
+from sleuth.agent.view import LiveView
+from sleuth.cli.ask_cmd import EXIT_FOR_STATUS, approver_for, show
+from sleuth.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    ConfigOption,
+    JsonOption,
+    console,
+    err_console,
+    fail,
+    print_json,
+    settings_or_exit,
+)
+from sleuth.config import LOCAL, ConfigError, Settings
+from sleuth.tools.connect import build_context
+from sleuth.tools.registry import ToolContext
+from sleuth.transcripts.store import TranscriptError
+
+TranscriptArg = Annotated[Path, typer.Argument(help="A transcript file (.jsonl).")]
+AcceptKeyOption = typer.Option(
+    False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
+)
+
+
+def _context(
+    path: Path, settings: Settings, yes: bool, interactive: bool, accept: bool
+) -> ToolContext:
+    """Today's hosts, by the names the recording used."""
+    try:
+        names = [h.name for h in read_recording(path).start.hosts if h.name != LOCAL]
+        return build_context(
+            settings, names, approver=approver_for(yes, interactive), accept_new_host_key=accept
+        )
+    except (ReplayError, TranscriptError) as exc:
+        fail(str(exc))
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+
+
+def replay_cmd(
+    transcript: TranscriptArg,
+    live: bool = typer.Option(
+        False, "--live", help="Run the tools for real on today's hosts and report drift."
+    ),
+    accept_new_host_key: bool = AcceptKeyOption,
+    as_json: bool = JsonOption,
+    config: Path | None = ConfigOption,
+) -> None:
+    """Run a recorded investigation again; exit 1 at the first divergence (or any drift).
+
+    Offline, the recorded model turns and tool results drive the same loop: the same calls and
+    findings must come. With --live the tools run on today's hosts and each changed output and
+    each finding that no longer holds is reported.
+    Example: sleuth replay transcripts/20261129T093012Z-ab12.jsonl --live
+    """
+    ctx = None
+    if live:
+        ctx = _context(transcript, settings_or_exit(config), False, False, accept_new_host_key)
+    try:
+        result = replay(transcript, live_ctx=ctx)
+    except (ReplayError, TranscriptError) as exc:
+        fail(str(exc))
+    finally:
+        for sandbox in ctx.hosts.values() if ctx else []:
+            sandbox.host.close()
+    if as_json:
+        print_json({**result.model_dump(mode="json"), "ok": result.ok, "drifted": result.drifted})
+    else:
+        _print_replay(result)
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_ERROR)
+
+
+def _print_replay(result: ReplayResult) -> None:
+    name = escape(result.transcript)
+    if result.divergence is not None:
+        console.print(f"[bold red]DIVERGED[/] {name}", highlight=False)
+        console.print(result.divergence.describe(), markup=False, highlight=False)
+    if result.mode == "live":
+        _print_drift(result)
+    if result.ok:
+        console.print(
+            f"[bold green]SAME[/] {name}: {result.turns} turns, {len(result.findings)} findings "
+            f"as recorded ({result.mode}, {result.wall_s * 1000:.0f} ms).",
+            highlight=False,
+        )
+
+
+def _print_drift(result: ReplayResult) -> None:
+    table = Table("step", "call", "tool", "host", "output", title="Calls, today vs recorded")
+    for call in result.calls:
+        table.add_row(
+            str(call.step),
+            call.call_id,
+            call.tool,
+            call.host,
+            "same" if call.same else "[red]DIFFERS[/]",
+        )
+    console.print(table)
+    for call in result.calls:
+        if not call.same:
+            console.print(f"[bold]{call.call_id}[/] ({call.tool} on {call.host}):")
+            console.print(call.diff, markup=False, highlight=False)
+    for drift in result.finding_drift:
+        if not drift.was_grounded:
+            verdict = "[yellow]was ungrounded when recorded[/]"
+        else:
+            verdict = "[green]still holds[/]" if drift.holds else "[bold red]NO LONGER HOLDS[/]"
+        console.print(f"finding: {escape(drift.claim)}: {verdict}")
+        for quote in drift.quotes:
+            if not quote.grounded:
+                console.print(f"  quote {quote.quote!r} is gone from {quote.call_id}", markup=False)
+    if result.drifted:
+        console.print("[bold red]DRIFT[/]: today's hosts no longer match the recording.")
+
+
+def resume_cmd(
+    transcript: TranscriptArg,
+    yes: bool = typer.Option(False, "--yes", help="Approve tools that change a host."),
+    accept_new_host_key: bool = AcceptKeyOption,
+    as_json: bool = JsonOption,
+    config: Path | None = ConfigOption,
+) -> None:
+    """Continue an interrupted investigation from its last complete turn, in the same file.
+
+    Example: sleuth resume transcripts/20261129T093012Z-ab12.jsonl
+    """
+    settings = settings_or_exit(config)
+    interactive = sys.stdin.isatty() and not as_json
+    ctx = _context(transcript, settings, yes, interactive, accept_new_host_key)
+    view: Observer = Quiet() if as_json else LiveView(err_console)
+    try:
+        inv = resume_investigation(transcript, ctx, settings, observer=view)
+        if isinstance(view, LiveView):
+            with view:
+                result = inv.run()
+        else:
+            result = inv.run()
+    except (ResumeError, TranscriptError) as exc:
+        fail(str(exc))
+    except BrainError as exc:
+        fail(str(exc), EXIT_USAGE)
+    finally:
+        for sandbox in ctx.hosts.values():
+            sandbox.host.close()
+    show(result, inv.brain.name, as_json)
+    raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
