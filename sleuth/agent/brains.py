@@ -451,8 +451,7 @@ def select_brain(
 
 
 def offline_brain(settings: Settings) -> Brain:
-    """The brain used with no model configured. The playbook brain (issue 7) plugs in here."""
-    raise BrainError(
-        "no language model is configured: export ANTHROPIC_API_KEY, or pass "
-        "--base-url URL --model NAME for an OpenAI-compatible endpoint"
-    )
+    """The brain used with no model configured: the offline playbook."""
+    from sleuth.agent.playbooks import PlaybookBrain
+
+    return PlaybookBrain()

@@ -1,0 +1,425 @@
+"""The offline investigator: no language model, a fixed plan per question family.
+
+`PlaybookBrain` routes a question to a family by its words and the targets it
+names, then drives the same registered tools through the same loop, policy and
+transcript as any other brain, and reports grounded findings whose quotes are
+lines copied from the tool output. It is stateless: each turn re-runs the
+family's plan against the results recorded so far, so a resumed run picks up
+where it stopped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sleuth.agent.findings import REPORT_FINDING
+from sleuth.agent.protocols import BrainReply, Message, Request
+from sleuth.transcripts.events import ContentBlock, ModelResponse
+
+
+@dataclass
+class Result:
+    """One tool call's outcome as the playbook sees it."""
+
+    call_id: str
+    output: str
+    is_error: bool
+    data: Any = None
+
+    def line(self, *needles: str) -> str | None:
+        """The first output line containing every needle (case-insensitive), for quoting."""
+        for raw in self.output.splitlines():
+            low = raw.lower()
+            if all(n.lower() in low for n in needles) and raw.strip():
+                return raw.strip()
+        return None
+
+
+@dataclass
+class Call:
+    tool: str
+    input: dict[str, Any]
+
+
+@dataclass
+class Report:
+    claim: str
+    verdict: str
+    confidence: float
+    evidence: list[tuple[Result, str | None]]
+    next_steps: list[str] = field(default_factory=list)
+
+
+Step = list[Call] | list[Report]
+Plan = Generator[Step, list[Result], str]
+
+
+@dataclass
+class Question:
+    text: str
+    hosts: dict[str, list[str]]
+    """Host name -> roots, as the opening message lists them."""
+
+    @property
+    def host(self) -> str:
+        remote = [h for h in self.hosts if h != "local"]
+        return remote[0] if remote else "local"
+
+    @property
+    def paths(self) -> list[str]:
+        """Absolute paths and relative ones with a folder part (models/X), as the question names
+        them; relative ones are taken from the host's first root."""
+        found = []
+        for raw in re.findall(r"(?<![\w/])((?:/|\.{1,2}/|[\w.-]{2,}/)[^\s'\"`]*)", self.text):
+            path = raw.rstrip(".,;:?!)'\"")
+            if path.lower() in ("tok/s", "req/s", "tokens/s") or path.endswith("/s"):
+                continue
+            if not path.startswith("/"):
+                path = f"{self.hosts.get(self.host, ['.'])[0].rstrip('/')}/{path}"
+            found.append(path)
+        return found
+
+    def has(self, *words: str) -> bool:
+        low = self.text.lower()
+        return any(re.search(rf"(?<![a-z0-9]){re.escape(w)}", low) for w in words)
+
+
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "serve": ("serve", "launch", "benchmark", "throughput", "tok/s", "tokens per second",
+              "latency", "ttft"),
+    "engine": ("flag", "support", "backend", "which option", "turns on", "enable", "kernel"),
+    "mtp": ("mtp", "nextn", "multi-token", "multi token", "draft head", "mtp head"),
+    "quant": ("quantis", "quantiz", "nvfp4", "fp8", "fp4", "awq", "gptq", "int4", "precision",
+              "dtype"),
+    "arch": ("architecture", "layers", "experts", "parameters", "params", "hidden size",
+             "how big", "attention"),
+    "env": ("installed", "version", "gpu", "gpus", "nvidia", "cuda", "environment", "python"),
+}
+
+FAMILY_HELP = {
+    "mtp": "MTP heads: does a checkpoint declare and carry its multi-token-prediction heads?",
+    "quant": "quantisation: method, algorithm, excluded modules and dtypes of a checkpoint",
+    "arch": "architecture: layers, experts, attention types and parameter count",
+    "engine": "engine support: where an engine's source mentions a feature or flag",
+    "env": "environment: installed sglang/vllm/torch/transformers/flashinfer and GPUs",
+    "serve": "serve and benchmark: launch a server, benchmark it, stop it (needs permission)",
+}
+
+
+def route(q: Question) -> str | None:
+    """The family a question belongs to; words that name a subject outrank general ones."""
+    if q.has(*FAMILIES["serve"]):
+        return "serve"
+    if q.has(*FAMILIES["engine"]) and (q.has("sglang", "vllm", "engine") or _feature_word(q)):
+        return "engine"
+    for family in ("mtp", "quant", "arch", "env"):
+        if q.has(*FAMILIES[family]):
+            return family
+    return None
+
+
+class PlaybookBrain:
+    """A brain with no language model, for offline use and `sleuth demo`."""
+
+    name = "playbook"
+    model: str | None = None
+
+    def complete(self, request: Request) -> BrainReply:
+        question, turns = _read_conversation(request)
+        family = route(question)
+        plan = PLANS[family](question) if family else _unroutable(question)
+        step: Step | str = next(plan)
+        for results in turns:
+            try:
+                step = plan.send(results)
+            except StopIteration as done:
+                step = str(done.value)
+                break
+        if request.final and not isinstance(step, str) and step and isinstance(step[0], Call):
+            step = "The budget ran out before the plan finished."
+        return BrainReply(response=_response(step, len(turns)))
+
+
+def _response(step: Step | str, turn: int) -> ModelResponse:
+    if isinstance(step, str):
+        return ModelResponse(content=[ContentBlock(type="text", text=step)], stop_reason="end_turn")
+    blocks = [ContentBlock(type="text", text=f"Playbook step {turn + 1}.")]
+    for i, item in enumerate(step):
+        call_id = f"pb_{turn + 1}_{i + 1}"
+        if isinstance(item, Call):
+            blocks.append(ContentBlock(type="tool_use", id=call_id, name=item.tool,
+                                       input=item.input))
+        else:
+            evidence = [{"call_id": r.call_id, "quote": quote} for r, quote in item.evidence
+                        if quote]
+            blocks.append(ContentBlock(type="tool_use", id=call_id, name=REPORT_FINDING, input={
+                "claim": item.claim, "verdict": item.verdict, "confidence": item.confidence,
+                "evidence": evidence or [{"call_id": item.evidence[0][0].call_id,
+                                          "quote": "(no line to quote)"}],
+                "next_steps": item.next_steps}))
+    return ModelResponse(content=blocks, stop_reason="tool_use")
+
+
+def _read_conversation(request: Request) -> tuple[Question, list[list[Result]]]:
+    """The question, hosts and every earlier turn's results, from the messages alone."""
+    opening = request.messages[0]["content"][0]["text"]
+    match = re.search(r"^Question: (.*?)\n\n", opening, re.S)
+    text = match.group(1) if match else opening
+    hosts = {m.group(1): [r.strip() for r in m.group(2).split(",")]
+             for m in re.finditer(r"^- (\S+) \(.*?\): roots (.*?)(?:;|$)", opening, re.M)}
+    turns: list[list[Result]] = []
+    for message in request.messages[1:]:
+        if message["role"] != "user":
+            continue
+        results = [Result(b["tool_use_id"], _text(b.get("content")), bool(b.get("is_error")),
+                          request.tool_data.get(b["tool_use_id"]))
+                   for b in message["content"] if b.get("type") == "tool_result"]
+        if results:
+            turns.append(results)
+    return Question(text, hosts), turns
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [])
+
+
+# ---- the plans ---------------------------------------------------------------------------
+
+
+def _model_dirs(q: Question) -> Generator[Step, list[Result], list[str]]:
+    """Checkpoint folders: named in the question, else found under the host's roots."""
+    dirs = [p for p in q.paths if not p.endswith((".json", ".safetensors", ".py"))]
+    if dirs:
+        return dirs
+    roots = q.hosts.get(q.host, ["."])
+    (found,) = yield [Call("list_dir", {"host": q.host, "path": roots[0], "depth": 4,
+                                       "max_entries": 5000})]
+    entries = (found.data or {}).get("entries", []) if not found.is_error else []
+    base = (found.data or {}).get("path", roots[0])
+    dirs = sorted(f"{base}/{e['name'][: -len('/config.json')]}" for e in entries
+                  if e["name"].endswith("/config.json"))
+    named = [d for d in dirs if d.rsplit("/", 1)[-1].lower() in q.text.lower()]
+    return (named or dirs)[:4]
+
+
+def _summaries(q: Question) -> Generator[Step, list[Result], list[Result]]:
+    dirs = yield from _model_dirs(q)
+    if not dirs:
+        return []
+    return (yield [Call("checkpoint_summary", {"host": q.host, "model_dir": d}) for d in dirs])
+
+
+def _no_checkpoint(q: Question) -> str:
+    return (f"No checkpoint (a folder with config.json) was found under the roots of host "
+            f"{q.host!r}. Name the model folder in the question, e.g. /models/MyModel.")
+
+
+def plan_mtp(q: Question) -> Plan:
+    summaries = yield from _summaries(q)
+    if not summaries:
+        return _no_checkpoint(q)
+    reports = [_mtp_report(s) for s in summaries]
+    env_results = yield [Call("python_env", {"host": q.host})]
+    engine = _engine_dir(env_results[0], q)
+    if engine:
+        (grep,) = yield [Call("grep", {"host": q.host, "path": engine, "include_glob": "*.py",
+                                       "pattern": r"class \w*(MTP|NextN)\w*|speculative.algorithm",
+                                       "max_matches": 20})]
+        reports = reports + [_engine_report(grep, engine, "MTP model classes and speculative flags")]
+    yield reports
+    return _summary_text(reports)
+
+
+def _mtp_report(s: Result) -> Report:
+    if s.is_error:
+        return Report(f"The checkpoint could not be read: {s.output.strip()[:200]}", "unknown",
+                      0.3, [(s, s.line("error"))])
+    mtp = (s.data or {}).get("mtp") or {}
+    name = (s.data or {}).get("model_dir", "the checkpoint")
+    declared, tensors = mtp.get("declared_layers"), int(mtp.get("tensors") or 0)
+    warning = s.line("warning", "mtp")
+    evidence = [(s, s.line("mtp:")), (s, warning)]
+    if declared and tensors:
+        return Report(f"{name} declares {declared} MTP layer(s) and carries {tensors} MTP "
+                      "tensors: the MTP heads survived.", "yes", 0.9, evidence)
+    if declared and not tensors:
+        return Report(f"{name} declares {declared} MTP layer(s) in config.json, but its weights "
+                      "hold no MTP tensors: the heads were stripped, so speculative decoding "
+                      "with NEXTN/MTP cannot load them.", "no", 0.9, evidence,
+                      ["Re-export the checkpoint keeping the MTP layers, or serve without MTP."])
+    if tensors:
+        return Report(f"{name} carries {tensors} MTP tensors that config.json does not declare.",
+                      "partial", 0.7, evidence)
+    return Report(f"{name} neither declares nor carries MTP heads.", "no", 0.8, evidence)
+
+
+def plan_quant(q: Question) -> Plan:
+    summaries = yield from _summaries(q)
+    if not summaries:
+        return _no_checkpoint(q)
+    reports = []
+    for s in summaries:
+        quant = (s.data or {}).get("quantization") or {}
+        name = (s.data or {}).get("model_dir", "the checkpoint")
+        method = quant.get("algorithm") or quant.get("method")
+        evidence = [(s, s.line("quantization:")), (s, s.line("tensors:", "dtypes"))]
+        dtypes = ", ".join(f"{k}×{v}" for k, v in ((s.data or {}).get("dtypes") or {}).items())
+        if method:
+            excluded = [i["pattern"] if isinstance(i, dict) else i for i in quant.get("ignore", [])]
+            reports.append(Report(
+                f"{name} is quantised with {method}" + (f", group size {quant['group_size']}"
+                                                        if quant.get("group_size") else "")
+                + (f"; excluded: {', '.join(map(str, excluded[:8]))}" if excluded else "")
+                + (f"; tensors by dtype: {dtypes}" if dtypes else ""),
+                "yes", 0.85, evidence))
+        else:
+            reports.append(Report(f"{name} declares no quantisation.", "no", 0.7, evidence))
+    yield reports
+    return _summary_text(reports)
+
+
+def plan_arch(q: Question) -> Plan:
+    summaries = yield from _summaries(q)
+    if not summaries:
+        return _no_checkpoint(q)
+    reports = []
+    for s in summaries:
+        cfg = (s.data or {}).get("config") or {}
+        name = (s.data or {}).get("model_dir", "the checkpoint")
+        params = ((s.data or {}).get("params") or {}).get("logical")
+        parts = [f"{k.replace('_', ' ')} {cfg[k]}" for k in
+                 ("architectures", "num_hidden_layers", "hidden_size", "num_experts",
+                  "num_experts_per_tok") if cfg.get(k)]
+        if params:
+            parts.append(f"{params:,} parameters counted from the headers")
+        reports.append(Report(f"{name}: " + "; ".join(map(str, parts)), "yes", 0.85,
+                              [(s, s.line("config:")), (s, s.line("params:"))]))
+    yield reports
+    return _summary_text(reports)
+
+
+def plan_env(q: Question) -> Plan:
+    env, gpus = yield [Call("python_env", {"host": q.host}), Call("gpu_info", {"host": q.host})]
+    installed = [p for p in (env.data or {}).get("packages", []) if p.get("installed")]
+    names = ", ".join(f"{p['name']} {p.get('version') or '?'}" for p in installed)
+    reports = [
+        Report(f"Installed on {q.host}: {names}" if installed else
+               f"None of sglang, vllm, torch, transformers or flashinfer is installed on {q.host}.",
+               "yes" if installed else "no", 0.9,
+               [(env, env.line(installed[0]["name"]) if installed else env.line("not installed")),
+                (env, env.line("python"))]),
+        Report(gpus.output.splitlines()[0] if gpus.output else "GPU state unknown",
+               "yes" if (gpus.data or {}).get("gpus") else "no", 0.9,
+               [(gpus, gpus.line("gpu"))]),
+    ]
+    yield reports
+    return _summary_text(reports)
+
+
+def _feature_word(q: Question) -> str | None:
+    quoted = re.findall(r"[\"'`]([^\"'`]{2,40})[\"'`]", q.text)
+    if quoted:
+        return quoted[0]
+    flags = re.findall(r"--[a-z0-9][a-z0-9-]+", q.text)
+    if flags:
+        return flags[0]
+    known = re.findall(r"\b(nvfp4|nextn|eagle3?|mtp|fp8|fp4|awq|gptq|cutlass|flashinfer|triton|"
+                       r"deepgemm|deep_gemm|marlin|trtllm|cudnn)\b", q.text, re.I)
+    return known[0] if known else None
+
+
+def _engine_dir(env: Result, q: Question) -> str | None:
+    named = [p for p in q.paths if "sglang" in p or "vllm" in p]
+    if named:
+        return named[0]
+    prefer = "vllm" if q.has("vllm") else "sglang"
+    packages = [p for p in (env.data or {}).get("packages", [])
+                if p.get("installed") and p.get("inside_roots") and p["name"] in ("sglang", "vllm")]
+    packages.sort(key=lambda p: p["name"] != prefer)
+    return packages[0]["path"] if packages else None
+
+
+def plan_engine(q: Question) -> Plan:
+    word = _feature_word(q) or "speculative"
+    (env,) = yield [Call("python_env", {"host": q.host})]
+    engine = _engine_dir(env, q)
+    if engine is None:
+        report = Report(f"No SGLang or vLLM source is readable on {q.host}: not installed, or "
+                        "installed outside the host's roots.", "unknown", 0.6,
+                        [(env, env.line("sglang")), (env, env.line("vllm"))],
+                        ["Name the engine's source folder in the question, or add its install "
+                         "path to the host's roots in sleuth.toml."])
+        yield [report]
+        return _summary_text([report])
+    pattern = re.escape(word).replace(r"\-", "[-_]").replace("_", "[-_]")
+    (grep,) = yield [Call("grep", {"host": q.host, "path": engine, "pattern": pattern,
+                                   "ignore_case": True, "include_glob": "*.py",
+                                   "max_matches": 20})]
+    report = _engine_report(grep, engine, repr(word))
+    yield [report]
+    return _summary_text([report])
+
+
+def _engine_report(grep: Result, engine: str, what: str) -> Report:
+    matches = int((grep.data or {}).get("matches") or 0)
+    files = (grep.data or {}).get("files") or []
+    if matches:
+        first = next((ln.strip() for ln in grep.output.splitlines() if ln.count(":") >= 2), None)
+        return Report(f"{engine} mentions {what} in {matches} line(s) across {len(files)} file(s)"
+                      f", e.g. {files[0]}.", "yes", 0.8, [(grep, first)])
+    return Report(f"{engine} has no mention of {what}.", "no", 0.6,
+                  [(grep, grep.line("no matches"))])
+
+
+def plan_serve(q: Question) -> Plan:
+    model = next(iter(q.paths), None)
+    if model is None:
+        return ("To serve and benchmark, name the model folder in the question, e.g. "
+                "'serve /models/X with sglang and benchmark at concurrency 8'.")
+    engine = "vllm" if q.has("vllm") else "sglang"
+    match = re.search(r"concurrency (\d+)", q.text.lower())
+    concurrency = int(match.group(1)) if match else 8
+    port = 30000 if engine == "sglang" else 8000
+    (launch,) = yield [Call("launch_server", {"host": q.host, "engine": engine,
+                                              "model_path": model, "port": port})]
+    if launch.is_error:
+        report = Report(f"The {engine} server for {model} did not start.", "unknown", 0.7,
+                        [(launch, launch.line("error") or launch.line("not"))])
+        yield [report]
+        return _summary_text([report])
+    server_id = (launch.data or {}).get("server_id", "")
+    (bench,) = yield [Call("run_benchmark", {"host": q.host,
+                                             "endpoint": f"http://127.0.0.1:{port}",
+                                             "concurrency": [concurrency], "num_prompts": 64})]
+    (stop,) = yield [Call("stop_server", {"host": q.host, "server_id": server_id})]
+    report = Report(f"{engine} serving {model} at concurrency {concurrency}: "
+                    + (bench.line("throughput") or "see the benchmark output"), "yes"
+                    if not bench.is_error else "unknown", 0.8,
+                    [(bench, bench.line("throughput")), (bench, bench.line("ttft")),
+                     (stop, stop.line("stop"))])
+    yield [report]
+    return _summary_text([report])
+
+
+def _unroutable(q: Question) -> Plan:
+    families = "\n".join(f"- {text}" for text in FAMILY_HELP.values())
+    return (f"The offline playbook cannot route this question: {q.text!r}\n"
+            f"It knows these families:\n{families}\n"
+            "Open questions need a language model: set ANTHROPIC_API_KEY, or pass --base-url "
+            "for an OpenAI-compatible endpoint.")
+    yield []  # pragma: no cover - makes this a generator
+
+
+def _summary_text(reports: list[Report]) -> str:
+    return "\n".join(f"- [{r.verdict}] {r.claim}" for r in reports)
+
+
+PLANS: dict[str, Callable[[Question], Plan]] = {
+    "mtp": plan_mtp, "quant": plan_quant, "arch": plan_arch, "env": plan_env,
+    "engine": plan_engine, "serve": plan_serve,
+}
