@@ -121,7 +121,8 @@ class LaunchServerInput(ToolInput):
     python: str | None = Field(
         None,
         description="Interpreter of the engine's environment on the host "
-        "(default python3; for vllm its `vllm` script is taken from the same folder)",
+        "(default: the host's `python` setting in sleuth.toml, python3 unless set; for vllm "
+        "its `vllm` script is taken from the same folder)",
     )
 
 
@@ -338,7 +339,7 @@ def _command_line(host: SandboxedHost, args: LaunchServerInput) -> tuple[list[st
         speculative=spec,
         mem_fraction=args.mem_fraction,
         extra_args=[check_arg(a, "extra argument") for a in args.extra_args],
-        python=check_arg(args.python, "python") if args.python else None,
+        python=check_arg(args.python or host.config.python, "python"),
     )
     return build_argv(opts), args.engine
 
