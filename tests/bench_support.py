@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,24 @@ def free_port() -> int:
 
 
 @contextmanager
-def synthetic_server(profiles: dict[str, dict[str, Any]], *extra: str,
-                     realtime: bool = True) -> Iterator[str]:
+def synthetic_server(
+    profiles: dict[str, dict[str, Any]],
+    *extra: str,
+    realtime: bool = True,
+    prefix: Sequence[str] = (),
+) -> Iterator[str]:
     port = free_port()
-    argv = [*(realtime_prefix() if realtime else []), sys.executable, str(SERVER),
-            "--port", str(port), "--profiles", json.dumps(profiles), *extra]
+    argv = [
+        *prefix,
+        *(realtime_prefix() if realtime else []),
+        sys.executable,
+        str(SERVER),
+        "--port",
+        str(port),
+        "--profiles",
+        json.dumps(profiles),
+        *extra,
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 15
@@ -62,8 +75,9 @@ def synthetic_server(profiles: dict[str, dict[str, Any]], *extra: str,
 STALL_S = 0.005
 
 
-def run_loadgen(url: str, model: str, *args: str, realtime: bool = True,
-                tmp: Path, attempts: int = 3) -> list[str]:
+def run_loadgen(
+    url: str, model: str, *args: str, realtime: bool = True, tmp: Path, attempts: int = 3
+) -> list[str]:
     """Run the real load generator program, as the tool sends it, and return its lines.
 
     The load generator watches its own event loop. When it saw a stall (this shared
@@ -73,10 +87,25 @@ def run_loadgen(url: str, model: str, *args: str, realtime: bool = True,
     lines: list[str] = []
     for _ in range(attempts):
         out = tmp / f"{model}-{time.monotonic_ns()}.jsonl"
-        argv = [*(realtime_prefix() if realtime else []), sys.executable, "-", "--url", url,
-                "--model", model, "--out", str(out), *args]
-        done = subprocess.run(argv, input=program(), capture_output=True, timeout=120,
-                              env={**os.environ, "PYTHONHASHSEED": "0"})
+        argv = [
+            *(realtime_prefix() if realtime else []),
+            sys.executable,
+            "-",
+            "--url",
+            url,
+            "--model",
+            model,
+            "--out",
+            str(out),
+            *args,
+        ]
+        done = subprocess.run(
+            argv,
+            input=program(),
+            capture_output=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
         assert done.returncode == 0, done.stderr.decode()
         lines = out.read_text().splitlines()
         if not realtime or not stalled(lines):
@@ -89,6 +118,13 @@ def stalled(lines: list[str]) -> bool:
     return any((p.get("loop_lag") or {}).get("max", 0.0) > STALL_S for p in phases)
 
 
-def bench(url: str, model: str, *args: str, tmp: Path, slo: Slo | None = None,
-          limits: ClientLimits | None = None, realtime: bool = True) -> BenchReport:
+def bench(
+    url: str,
+    model: str,
+    *args: str,
+    tmp: Path,
+    slo: Slo | None = None,
+    limits: ClientLimits | None = None,
+    realtime: bool = True,
+) -> BenchReport:
     return summarise(run_loadgen(url, model, *args, tmp=tmp, realtime=realtime), slo, limits)

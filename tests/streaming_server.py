@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import selectors
@@ -23,7 +24,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
-
 
 READY_LINE = "The server is fired up and ready to roll!"
 
@@ -135,6 +135,7 @@ class Connection(asyncio.Protocol):
         self.buffer = bytearray()
         self.arrived: float | None = None
         self.busy = False
+        self.task: asyncio.Future[None] | None = None
         self.transport: asyncio.Transport | None = None
         self.can_write = asyncio.Event()
         self.can_write.set()
@@ -167,8 +168,9 @@ class Connection(asyncio.Protocol):
             return
         lines = bytes(self.buffer[:head_end]).decode("latin-1").split("\r\n")
         method, path, _ = lines[0].split(" ", 2)
-        headers = {k.strip().lower(): v.strip()
-                   for k, _, v in (line.partition(":") for line in lines[1:])}
+        headers = {
+            k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])
+        }
         length = int(headers.get("content-length", "0"))
         if len(self.buffer) < head_end + 4 + length:
             return
@@ -178,10 +180,13 @@ class Connection(asyncio.Protocol):
         self.arrived = asyncio.get_running_loop().time() if self.buffer else None
         self.busy = True
         close = headers.get("connection", "").lower() == "close"
-        asyncio.ensure_future(self.respond(method, path.split("?", 1)[0], body, arrived, close))
+        self.task = asyncio.ensure_future(
+            self.respond(method, path.split("?", 1)[0], body, arrived, close)
+        )
 
-    async def respond(self, method: str, path: str, body: bytes, arrived: float,
-                      close: bool) -> None:
+    async def respond(
+        self, method: str, path: str, body: bytes, arrived: float, close: bool
+    ) -> None:
         try:
             await self.server.handle(self, method, path, body, arrived)
         finally:
@@ -203,13 +208,17 @@ class Connection(asyncio.Protocol):
 
     async def send_plain(self, status: int, payload: bytes, kind: str = "text/plain") -> None:
         reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}.get(status, "Error")
-        head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n"
-                f"Content-Length: {len(payload)}\r\n\r\n").encode()
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n"
+        ).encode()
         await self.write(head + payload)
 
     async def start_stream(self) -> None:
-        await self.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                         b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+        await self.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
 
     async def stream_part(self, data: bytes) -> None:
         await self.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -225,14 +234,17 @@ class SyntheticServer:
         self.spec = SpecCounters()
         self.requests = 0
 
-    async def handle(self, conn: Connection, method: str, path: str, body: bytes,
-                     arrived: float) -> None:
+    async def handle(
+        self, conn: Connection, method: str, path: str, body: bytes, arrived: float
+    ) -> None:
         if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
-            await self.generate(conn, json.loads(body or b"{}"), path.endswith("chat/completions"),
-                                arrived)
+            await self.generate(
+                conn, json.loads(body or b"{}"), path.endswith("chat/completions"), arrived
+            )
         elif path == "/v1/models":
-            data = [{"id": name, "object": "model", "owned_by": "synthetic"}
-                    for name in self.profiles]
+            data = [
+                {"id": name, "object": "model", "owned_by": "synthetic"} for name in self.profiles
+            ]
             await conn.send_json(200, {"object": "list", "data": data})
         elif path in ("/health", "/health_generate"):
             await conn.send_plain(200, b"ok")
@@ -261,8 +273,9 @@ class SyntheticServer:
             f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {s.accepted_tokens}\n'
         )
 
-    async def generate(self, conn: Connection, body: dict[str, Any], chat: bool,
-                       arrived: float) -> None:
+    async def generate(
+        self, conn: Connection, body: dict[str, Any], chat: bool, arrived: float
+    ) -> None:
         model = str(body.get("model", self.default))
         profile = self.profiles.get(model, self.profiles[self.default])
         self.requests += 1
@@ -271,13 +284,21 @@ class SyntheticServer:
             return
         if profile.serialise:
             async with profile.lock:
-                await self.stream(conn, body, profile, model, chat,
-                                  asyncio.get_running_loop().time())
+                await self.stream(
+                    conn, body, profile, model, chat, asyncio.get_running_loop().time()
+                )
             return
         await self.stream(conn, body, profile, model, chat, arrived)
 
-    async def stream(self, conn: Connection, body: dict[str, Any], p: Profile, model: str,
-                     chat: bool, start: float) -> None:
+    async def stream(
+        self,
+        conn: Connection,
+        body: dict[str, Any],
+        p: Profile,
+        model: str,
+        chat: bool,
+        start: float,
+    ) -> None:
         await conn.start_stream()
         if p.role_frame:
             await conn.stream_part(_chunk(model, chat, {"role": "assistant", "content": ""}, None))
@@ -295,12 +316,20 @@ class SyntheticServer:
             await asyncio.sleep(p.tail_delay_ms / 1000.0)
         if (body.get("stream_options") or {}).get("include_usage"):
             prompt = body.get("prompt") or " ".join(
-                str(m.get("content", "")) for m in body.get("messages", []))
-            usage = {"prompt_tokens": len(str(prompt).split()),
-                     "completion_tokens": sent + p.usage_delta}
+                str(m.get("content", "")) for m in body.get("messages", [])
+            )
+            usage = {
+                "prompt_tokens": len(str(prompt).split()),
+                "completion_tokens": sent + p.usage_delta,
+            }
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-            tail = {"id": "cmpl-synthetic", "object": "chat.completion.chunk", "model": model,
-                    "choices": [], "usage": usage}
+            tail = {
+                "id": "cmpl-synthetic",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
             await conn.stream_part(b"data: " + json.dumps(tail).encode() + b"\n\n")
         await conn.stream_part(b"data: [DONE]\n\n")
         await conn.end_stream()
@@ -319,21 +348,37 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--fail-share", type=float, default=0.0)
     ap.add_argument("--serialise", action="store_true")
     ap.add_argument("--model", default="synthetic", help="name of the default profile")
-    ap.add_argument("--profiles", default=None,
-                    help='JSON object {"name": {Profile fields}}; the model field picks one')
-    ap.add_argument("--startup-delay-s", type=float, default=0.0,
-                    help="wait this long before listening (to exercise readiness polling)")
-    ap.add_argument("--spin-ms", type=float, default=0.6,
-                    help="busy-wait the last this-many ms before each chunk, for exact timing")
+    ap.add_argument(
+        "--profiles",
+        default=None,
+        help='JSON object {"name": {Profile fields}}; the model field picks one',
+    )
+    ap.add_argument(
+        "--startup-delay-s",
+        type=float,
+        default=0.0,
+        help="wait this long before listening (to exercise readiness polling)",
+    )
+    ap.add_argument(
+        "--spin-ms",
+        type=float,
+        default=0.6,
+        help="busy-wait the last this-many ms before each chunk, for exact timing",
+    )
     ap.add_argument("--ready-line", action="store_true", help=f"print {READY_LINE!r} when ready")
     return ap.parse_args(argv)
 
 
 def profiles_from(args: argparse.Namespace) -> dict[str, Profile]:
     default = Profile(
-        ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, tokens_per_chunk=args.tokens_per_chunk,
-        output_tokens=args.output_tokens, role_frame=args.role_frame,
-        tail_delay_ms=args.tail_delay_ms, fail_share=args.fail_share, serialise=args.serialise,
+        ttft_ms=args.ttft_ms,
+        itl_ms=args.itl_ms,
+        tokens_per_chunk=args.tokens_per_chunk,
+        output_tokens=args.output_tokens,
+        role_frame=args.role_frame,
+        tail_delay_ms=args.tail_delay_ms,
+        fail_share=args.fail_share,
+        serialise=args.serialise,
     )
     profiles = {args.model: default}
     for name, fields in json.loads(args.profiles or "{}").items():
@@ -346,8 +391,9 @@ async def serve(args: argparse.Namespace) -> None:
         await asyncio.sleep(args.startup_delay_s)
     server = SyntheticServer(profiles_from(args), args.model, args.spin_ms)
     loop = asyncio.get_running_loop()
-    listener = await loop.create_server(lambda: Connection(server), args.host, args.port,
-                                        backlog=1024)
+    listener = await loop.create_server(
+        lambda: Connection(server), args.host, args.port, backlog=1024
+    )
     port = listener.sockets[0].getsockname()[1]
     print(f"listening on http://{args.host}:{port}", flush=True)
     if args.ready_line:
@@ -359,10 +405,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
     asyncio.set_event_loop(loop)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         loop.run_until_complete(serve(args))
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ concurrency.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
@@ -55,8 +56,19 @@ def requests_of(lines: list[str]) -> list[RequestRecord]:
 
 
 def test_a_ttft_itl_tpot_e2e_match_the_server(server: str, tmp_path: Path) -> None:
-    lines = run_loadgen(server, "A", "--concurrency", "1", "--num-prompts", "4",
-                        "--output-len", "50", "--warmup", "1", tmp=tmp_path)
+    lines = run_loadgen(
+        server,
+        "A",
+        "--concurrency",
+        "1",
+        "--num-prompts",
+        "4",
+        "--output-len",
+        "50",
+        "--warmup",
+        "1",
+        tmp=tmp_path,
+    )
     for r in requests_of(lines):
         assert near((r.t_first or 0) - r.t_send, 0.200, PER_REQUEST_MS / 1000)
         assert near((r.t_last_token or 0) - r.t_send, 1.180, PER_REQUEST_MS / 1000)
@@ -79,8 +91,18 @@ def bench_from(lines: list[str], slo: Slo | None = None):  # type: ignore[no-unt
 
 
 def test_b_three_tokens_per_chunk(server: str, tmp_path: Path) -> None:
-    report = bench(server, "B", "--concurrency", "1", "--num-prompts", "2", "--output-len", "51",
-                   "--spec-counters", tmp=tmp_path)
+    report = bench(
+        server,
+        "B",
+        "--concurrency",
+        "1",
+        "--num-prompts",
+        "2",
+        "--output-len",
+        "51",
+        "--spec-counters",
+        tmp=tmp_path,
+    )
     (phase,) = report.phases
     assert near(phase.itl_chunk.mean, 60, MEAN_MS)
     assert near(phase.itl_token.mean, 20, MEAN_MS)
@@ -92,34 +114,40 @@ def test_b_three_tokens_per_chunk(server: str, tmp_path: Path) -> None:
 
 
 def test_c_one_token_has_no_tpot_and_two_tokens_do(server: str, tmp_path: Path) -> None:
-    one = bench(server, "C", "--concurrency", "2", "--num-prompts", "2", "--output-len", "1",
-                tmp=tmp_path).phases[0]
+    one = bench(
+        server, "C", "--concurrency", "2", "--num-prompts", "2", "--output-len", "1", tmp=tmp_path
+    ).phases[0]
     assert one.completed == 2 and one.tpot.n == 0 and one.itl_chunk.n == 0
     assert near(one.ttft.mean, 50, MEAN_MS) and near(one.e2e.mean, 50, MEAN_MS)
-    two = bench(server, "C", "--concurrency", "2", "--num-prompts", "2", "--output-len", "2",
-                tmp=tmp_path).phases[0]
+    two = bench(
+        server, "C", "--concurrency", "2", "--num-prompts", "2", "--output-len", "2", tmp=tmp_path
+    ).phases[0]
     assert two.tpot.n == 2 and near(two.tpot.mean, 20, MEAN_MS)
     assert near(two.e2e.mean, 70, MEAN_MS)
 
 
 def test_d_role_only_first_frame_is_not_the_first_token(server: str, tmp_path: Path) -> None:
-    phase = bench(server, "D", "--concurrency", "1", "--num-prompts", "2", "--output-len", "5",
-                  tmp=tmp_path).phases[0]
+    phase = bench(
+        server, "D", "--concurrency", "1", "--num-prompts", "2", "--output-len", "5", tmp=tmp_path
+    ).phases[0]
     assert near(phase.ttft.mean, 200, MEAN_MS)
     assert all(near(v, 200, PER_REQUEST_MS) for v in (phase.ttft.p50, phase.ttft.max))
 
 
-def test_e_reasoning_counts_as_first_token_content_measured_apart(server: str,
-                                                                  tmp_path: Path) -> None:
-    phase = bench(server, "E", "--concurrency", "1", "--num-prompts", "2", "--output-len", "20",
-                  tmp=tmp_path).phases[0]
+def test_e_reasoning_counts_as_first_token_content_measured_apart(
+    server: str, tmp_path: Path
+) -> None:
+    phase = bench(
+        server, "E", "--concurrency", "1", "--num-prompts", "2", "--output-len", "20", tmp=tmp_path
+    ).phases[0]
     assert near(phase.ttft.mean, 200, MEAN_MS)
     assert near(phase.ttft_content.mean, 700, MEAN_MS)
 
 
 def test_f_late_usage_and_done_do_not_change_e2e_or_tpot(server: str, tmp_path: Path) -> None:
-    lines = run_loadgen(server, "F", "--concurrency", "1", "--num-prompts", "2",
-                        "--output-len", "50", tmp=tmp_path)
+    lines = run_loadgen(
+        server, "F", "--concurrency", "1", "--num-prompts", "2", "--output-len", "50", tmp=tmp_path
+    )
     phase = bench_from(lines).phases[0]
     assert near(phase.e2e.mean, 1180, MEAN_MS)
     assert near(phase.tpot.mean, 20, MEAN_MS)
@@ -129,23 +157,35 @@ def test_f_late_usage_and_done_do_not_change_e2e_or_tpot(server: str, tmp_path: 
 
 
 def test_g_usage_count_wins_and_the_mismatch_is_logged(server: str, tmp_path: Path) -> None:
-    phase = bench(server, "G", "--concurrency", "1", "--num-prompts", "2", "--output-len", "50",
-                  tmp=tmp_path).phases[0]
+    phase = bench(
+        server, "G", "--concurrency", "1", "--num-prompts", "2", "--output-len", "50", tmp=tmp_path
+    ).phases[0]
     assert [(m.usage, m.stream) for m in phase.token_mismatches] == [(50, 47), (50, 47)]
     assert phase.output_len_mismatch_share == 0.0  # usage says 50, as requested
     assert near(phase.tpot.mean, 46 * 10 / 49, MEAN_MS)
     assert phase.tokens_estimated
 
 
-def test_h_http_500s_are_failures_outside_latency_and_cut_goodput(server: str,
-                                                                  tmp_path: Path) -> None:
+def test_h_http_500s_are_failures_outside_latency_and_cut_goodput(
+    server: str, tmp_path: Path
+) -> None:
     count = 60
     draws = random.Random(FAIL_SEED)
     expected_failures = sum(draws.random() < 0.05 for _ in range(count))
     assert expected_failures > 0
     slo = Slo(ttft_ms=100)
-    phase = bench(server, "H", "--concurrency", "8", "--num-prompts", str(count),
-                  "--output-len", "10", tmp=tmp_path, slo=slo).phases[0]
+    phase = bench(
+        server,
+        "H",
+        "--concurrency",
+        "8",
+        "--num-prompts",
+        str(count),
+        "--output-len",
+        "10",
+        tmp=tmp_path,
+        slo=slo,
+    ).phases[0]
     assert phase.failed == expected_failures
     assert phase.errors == {"HTTP 500": expected_failures}
     assert phase.ttft.n == count - expected_failures
@@ -157,9 +197,21 @@ def test_h_http_500s_are_failures_outside_latency_and_cut_goodput(server: str,
 def test_i_client_queueing_shows_in_ttft_from_schedule(server: str, tmp_path: Path) -> None:
     # Each request holds the serialised server for 150 ms; arrivals average every 100 ms,
     # and the client keeps one in flight, so the queue builds in the client.
-    phase = bench(server, "I", "--request-rate", "10", "--max-concurrency", "1",
-                  "--num-prompts", "10", "--output-len", "11", "--seed", "3",
-                  tmp=tmp_path).phases[0]
+    phase = bench(
+        server,
+        "I",
+        "--request-rate",
+        "10",
+        "--max-concurrency",
+        "1",
+        "--num-prompts",
+        "10",
+        "--output-len",
+        "11",
+        "--seed",
+        "3",
+        tmp=tmp_path,
+    ).phases[0]
     # Flat: the spread is judged on p90 so that one hiccup of this shared machine does
     # not decide it; the growth from the schedule is hundreds of milliseconds.
     assert phase.ttft.p90 is not None and phase.ttft.p50 is not None
@@ -172,7 +224,7 @@ def test_i_client_queueing_shows_in_ttft_from_schedule(server: str, tmp_path: Pa
 def test_j_poisson_schedule_has_the_asked_rate_and_is_seeded() -> None:
     for seed in range(5):
         times = poisson_schedule(10.0, 1000, seed=seed)
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert times[0] == 0.0 and len(times) == 1000
         assert statistics.mean(gaps) == pytest.approx(0.100, rel=0.05)
         # Exponential gaps: sd equals the mean, and half fall below mean * ln 2.
@@ -190,14 +242,25 @@ def test_prompts_have_exact_word_length_and_differ() -> None:
 
 
 def test_k_a_load_the_client_cannot_keep_up_with_is_flagged(server: str, tmp_path: Path) -> None:
-    phase = bench(server, "K", "--request-rate", "400", "--num-prompts", "200",
-                  "--output-len", "300", tmp=tmp_path, realtime=False).phases[0]
+    phase = bench(
+        server,
+        "K",
+        "--request-rate",
+        "400",
+        "--num-prompts",
+        "200",
+        "--output-len",
+        "300",
+        tmp=tmp_path,
+        realtime=False,
+    ).phases[0]
     assert phase.client.client_limited, phase.client
     assert phase.client.reasons
 
 
 def test_l_closed_loop_holds_its_concurrency(server: str, tmp_path: Path) -> None:
-    phase = bench(server, "A", "--concurrency", "8", "--num-prompts", "16", "--output-len", "50",
-                  tmp=tmp_path).phases[0]
+    phase = bench(
+        server, "A", "--concurrency", "8", "--num-prompts", "16", "--output-len", "50", tmp=tmp_path
+    ).phases[0]
     assert phase.concurrency == pytest.approx(8, abs=0.1)
     assert phase.request_throughput == pytest.approx(8 / 1.180, abs=0.1)

@@ -30,9 +30,19 @@ def server() -> Iterator[str]:
 
 
 def call(ctx: ToolContext, host: str, url: str, tmp: Path, **extra: Any) -> Any:
-    raw = {"host": host, "endpoint": url, "model": "fast", "concurrency": [1, 3],
-           "num_prompts": 6, "input_len": 32, "output_len": 20, "warmup": 1,
-           "python": sys.executable, "results_dir": str(tmp / "results"), **extra}
+    raw = {
+        "host": host,
+        "endpoint": url,
+        "model": "fast",
+        "concurrency": [1, 3],
+        "num_prompts": 6,
+        "input_len": 32,
+        "output_len": 20,
+        "warmup": 1,
+        "python": sys.executable,
+        "results_dir": str(tmp / "results"),
+        **extra,
+    }
     return execute(ctx, "run_benchmark", raw)
 
 
@@ -62,12 +72,12 @@ def test_run_benchmark_on_the_local_host(server: str, tmp_path: Path) -> None:
     assert data["round_trip_ms"] is None  # nothing to forward on this machine
 
 
-def test_run_benchmark_needs_permission_and_a_loopback_endpoint(server: str,
-                                                                tmp_path: Path) -> None:
+def test_run_benchmark_needs_permission_and_a_loopback_endpoint(
+    server: str, tmp_path: Path
+) -> None:
     config = HostConfig(roots=[str(tmp_path)], allow=[])
     local = SandboxedHost("local", LocalHost("local"), config, Limits())
-    refused = call(ToolContext(hosts={"local": local}, approver=approve), "local", server,
-                   tmp_path)
+    refused = call(ToolContext(hosts={"local": local}, approver=approve), "local", server, tmp_path)
     assert not refused.ok and "allow = ['run_benchmark']" in (refused.error or "")
     config.allow.append("run_benchmark")
     ctx = ToolContext(hosts={"local": local}, approver=approve)
@@ -88,8 +98,9 @@ def test_run_benchmark_over_ssh_both_placements(
     assert rtt["n"] == 5 and 0 < rtt["p50"] < 500
 
 
-def test_sleuth_bench_sweep_prints_json_and_draws_the_plot(server: str, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sleuth_bench_sweep_prints_json_and_draws_the_plot(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import json
 
     from typer.testing import CliRunner
@@ -97,10 +108,28 @@ def test_sleuth_bench_sweep_prints_json_and_draws_the_plot(server: str, tmp_path
     from sleuth.cli import app
 
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, [
-        "bench", server, "-m", "fast", "-c", "1,2", "-n", "2", "--output-len", "6",
-        "--input-len", "8", "--warmup", "0", "--python", sys.executable, "--json",
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            server,
+            "-m",
+            "fast",
+            "-c",
+            "1,2",
+            "-n",
+            "2",
+            "--output-len",
+            "6",
+            "--input-len",
+            "8",
+            "--warmup",
+            "0",
+            "--python",
+            sys.executable,
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert [p["concurrency_target"] for p in data["report"]["phases"]] == [1, 2]

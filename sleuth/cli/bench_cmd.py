@@ -27,6 +27,11 @@ from sleuth.tools.connect import build_context
 from sleuth.tools.hosts import HostError
 from sleuth.tools.results import ToolError
 
+OutDirOption = typer.Option(Path("bench-results"), help="Where the JSONL (and plot) go.")
+PlotOption = typer.Option(
+    None, help="PNG of latency percentiles vs concurrency (default for a sweep: beside the JSONL)."
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command("bench")(bench)
@@ -37,9 +42,11 @@ def bench(
     model: str = typer.Option(..., "--model", "-m", help="Model name for the requests."),
     host: str = typer.Option("local", "--host", "-H", help="Host serving it (from sleuth.toml)."),
     concurrency: str | None = typer.Option(
-        None, "--concurrency", "-c", help="Closed loop: e.g. 1,4,16 (a sweep)."),
+        None, "--concurrency", "-c", help="Closed loop: e.g. 1,4,16 (a sweep)."
+    ),
     request_rate: float | None = typer.Option(
-        None, "--request-rate", "-r", help="Open loop: Poisson requests/s."),
+        None, "--request-rate", "-r", help="Open loop: Poisson requests/s."
+    ),
     max_concurrency: int | None = typer.Option(None, help="Open loop: cap on in-flight."),
     num_prompts: int = typer.Option(64, "--num-prompts", "-n", help="Requests per phase."),
     input_len: int = typer.Option(256, help="Prompt length in words (≈ tokens)."),
@@ -52,10 +59,8 @@ def bench(
     slo_ttft_ms: float | None = typer.Option(None, help="Goodput SLO: TTFT (ms)."),
     slo_tpot_ms: float | None = typer.Option(None, help="Goodput SLO: TPOT (ms)."),
     slo_e2e_ms: float | None = typer.Option(None, help="Goodput SLO: E2E latency (ms)."),
-    out_dir: Path = typer.Option(Path("bench-results"), help="Where the JSONL (and plot) go."),
-    plot: Path | None = typer.Option(
-        None, help="PNG of latency percentiles vs concurrency (default for a sweep: beside "
-        "the JSONL)."),
+    out_dir: Path = OutDirOption,
+    plot: Path | None = PlotOption,
     accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key"),
     as_json: bool = JsonOption,
     config: Path | None = ConfigOption,
@@ -70,16 +75,32 @@ def bench(
     settings = settings_or_exit(config)
     try:
         args = RunBenchmarkInput(
-            host=host, endpoint=endpoint, model=model, api=api,  # type: ignore[arg-type]
-            concurrency=_ints(concurrency), request_rate=request_rate,
-            max_concurrency=max_concurrency, num_prompts=num_prompts, input_len=input_len,
-            output_len=output_len, seed=seed, warmup=warmup, where=where,  # type: ignore[arg-type]
-            python=python, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
-            slo_e2e_ms=slo_e2e_ms, results_dir=str(out_dir),
+            host=host,
+            endpoint=endpoint,
+            model=model,
+            api=api,
+            concurrency=_ints(concurrency),
+            request_rate=request_rate,
+            max_concurrency=max_concurrency,
+            num_prompts=num_prompts,
+            input_len=input_len,
+            output_len=output_len,
+            seed=seed,
+            warmup=warmup,
+            where=where,
+            python=python,
+            slo_ttft_ms=slo_ttft_ms,
+            slo_tpot_ms=slo_tpot_ms,
+            slo_e2e_ms=slo_e2e_ms,
+            results_dir=str(out_dir),
         )
     except ValidationError as exc:
-        fail("; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}"
-                       for e in exc.errors()), EXIT_USAGE)
+        fail(
+            "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors()
+            ),
+            EXIT_USAGE,
+        )
     try:
         ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
         result = run_benchmark(ctx, args)
@@ -108,8 +129,7 @@ def _ints(text: str | None) -> list[int] | None:
     try:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        fail(f"--concurrency {text!r}: give integers separated by commas, e.g. 1,4,16",
-             EXIT_USAGE)
+        fail(f"--concurrency {text!r}: give integers separated by commas, e.g. 1,4,16", EXIT_USAGE)
 
 
 def _cell(d: Dist, field: str = "p50") -> str:
@@ -119,18 +139,35 @@ def _cell(d: Dist, field: str = "p50") -> str:
 
 def _table(run: BenchRun) -> Table:
     table = Table(title=f"benchmark on {run.host} (load generator: {run.where})")
-    for name in ("load", "ok/n", "TTFT p50/p99", "TTFT sched p99", "TPOT p50/p99",
-                 "ITL p50", "E2E p50/p99", "req/s", "out tok/s", "conc", "goodput"):
+    for name in (
+        "load",
+        "ok/n",
+        "TTFT p50/p99",
+        "TTFT sched p99",
+        "TPOT p50/p99",
+        "ITL p50",
+        "E2E p50/p99",
+        "req/s",
+        "out tok/s",
+        "conc",
+        "goodput",
+    ):
         table.add_column(name, justify="right")
     for p in run.report.phases:
         load = f"c={p.concurrency_target}" if p.mode == "closed" else f"r={p.request_rate:g}"
         good = "-" if p.goodput is None else f"{p.goodput:.2f}"
         table.add_row(
-            load, f"{p.completed}/{p.requests}", f"{_cell(p.ttft)}/{_cell(p.ttft, 'p99')}",
-            _cell(p.ttft_from_sched, "p99"), f"{_cell(p.tpot)}/{_cell(p.tpot, 'p99')}",
-            _cell(p.itl_chunk), f"{_cell(p.e2e)}/{_cell(p.e2e, 'p99')}",
-            f"{p.request_throughput:.2f}", f"{p.output_throughput:.1f}",
-            f"{p.concurrency:.2f}", good,
+            load,
+            f"{p.completed}/{p.requests}",
+            f"{_cell(p.ttft)}/{_cell(p.ttft, 'p99')}",
+            _cell(p.ttft_from_sched, "p99"),
+            f"{_cell(p.tpot)}/{_cell(p.tpot, 'p99')}",
+            _cell(p.itl_chunk),
+            f"{_cell(p.e2e)}/{_cell(p.e2e, 'p99')}",
+            f"{p.request_throughput:.2f}",
+            f"{p.output_throughput:.1f}",
+            f"{p.concurrency:.2f}",
+            good,
         )
     return table
 

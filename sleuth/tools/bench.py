@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -59,7 +59,8 @@ class RunBenchmarkInput(ToolInput):
         "remote", description="Run the load generator on the host (default) or here."
     )
     python: str | None = Field(
-        None, description="Python on the host with aiohttp, e.g. the engine's venv python; "
+        None,
+        description="Python on the host with aiohttp, e.g. the engine's venv python; "
         "default: the host's configured python.",
     )
     slo_ttft_ms: float | None = Field(None, description="Goodput SLO on time to first token.")
@@ -117,10 +118,24 @@ def program() -> bytes:
 
 
 def loadgen_args(args: RunBenchmarkInput, url: str, out: str | None) -> list[str]:
-    argv = ["--url", url, "--api", args.api, "--model", args.model,
-            "--num-prompts", str(args.num_prompts), "--input-len", str(args.input_len),
-            "--output-len", str(args.output_len), "--seed", str(args.seed),
-            "--warmup", str(args.warmup)]
+    argv = [
+        "--url",
+        url,
+        "--api",
+        args.api,
+        "--model",
+        args.model,
+        "--num-prompts",
+        str(args.num_prompts),
+        "--input-len",
+        str(args.input_len),
+        "--output-len",
+        str(args.output_len),
+        "--seed",
+        str(args.seed),
+        "--warmup",
+        str(args.warmup),
+    ]
     if args.concurrency is not None:
         argv += ["--concurrency", ",".join(map(str, args.concurrency))]
     else:
@@ -156,10 +171,16 @@ def run_benchmark(ctx: ToolContext, args: RunBenchmarkInput) -> ToolResult:
         raw, argv, rtt = _run_local(host, args)
     path = _save(raw, args)
     report = summarise(raw.splitlines(), args.slo())
-    run = BenchRun(host=args.host, where=args.where, jsonl=str(path), round_trip_ms=rtt,
-                   report=report)
-    return ToolResult(ok=True, output=render_text(run), data=run.model_dump(mode="json"),
-                      argv=[argv], duration_s=time.monotonic() - started)
+    run = BenchRun(
+        host=args.host, where=args.where, jsonl=str(path), round_trip_ms=rtt, report=report
+    )
+    return ToolResult(
+        ok=True,
+        output=render_text(run),
+        data=run.model_dump(mode="json"),
+        argv=[argv],
+        duration_s=time.monotonic() - started,
+    )
 
 
 def _run_remote(host: SandboxedHost, args: RunBenchmarkInput) -> tuple[bytes, list[str]]:
@@ -175,11 +196,13 @@ def _run_remote(host: SandboxedHost, args: RunBenchmarkInput) -> tuple[bytes, li
     return raw, argv
 
 
-def _run_local(host: SandboxedHost, args: RunBenchmarkInput
-               ) -> tuple[bytes, list[str], Dist | None]:
+def _run_local(
+    host: SandboxedHost, args: RunBenchmarkInput
+) -> tuple[bytes, list[str], Dist | None]:
     local = LocalHost("local")
-    with tempfile.TemporaryDirectory(prefix="sleuth-bench-") as tmp, _reach(host, args) as (
-        url, rtt
+    with (
+        tempfile.TemporaryDirectory(prefix="sleuth-bench-") as tmp,
+        _reach(host, args) as (url, rtt),
     ):
         out = str(Path(tmp) / "run.jsonl")
         argv = [sys.executable, "-", *loadgen_args(args, url, out)]
@@ -189,8 +212,7 @@ def _run_local(host: SandboxedHost, args: RunBenchmarkInput
 
 
 @contextmanager
-def _reach(host: SandboxedHost, args: RunBenchmarkInput
-           ) -> Iterator[tuple[str, Dist | None]]:
+def _reach(host: SandboxedHost, args: RunBenchmarkInput) -> Iterator[tuple[str, Dist | None]]:
     """A URL on this machine for the host's server: direct when local, else forwarded."""
     if isinstance(host.host, LocalHost):
         yield args.endpoint, None
@@ -259,10 +281,8 @@ def _pump(src: Any, dst: Any) -> None:
         pass
     finally:
         for end in (src, dst):
-            try:
+            with suppress(OSError):
                 end.close()
-            except OSError:
-                pass
 
 
 def round_trips(url: str, count: int = 5) -> Dist:
@@ -284,17 +304,27 @@ def round_trips(url: str, count: int = 5) -> Dist:
     return dist(times)
 
 
-def _check(code: int | None, timed_out: bool, stderr: bytes, where: str, python: str,
-           args: RunBenchmarkInput) -> None:
+def _check(
+    code: int | None,
+    timed_out: bool,
+    stderr: bytes,
+    where: str,
+    python: str,
+    args: RunBenchmarkInput,
+) -> None:
     if timed_out:
-        raise ToolError(f"the benchmark ran past timeout_s={args.timeout_s:g}; give fewer "
-                        "num_prompts or a larger timeout_s")
+        raise ToolError(
+            f"the benchmark ran past timeout_s={args.timeout_s:g}; give fewer "
+            "num_prompts or a larger timeout_s"
+        )
     if code == 0:
         return
     err = stderr.decode(errors="replace").strip()
     if "No module named 'aiohttp'" in err:
-        raise ToolError(f"{python} on host {where!r} has no aiohttp; pass python= the engine's "
-                        "virtualenv python (SGLang and vLLM both install aiohttp)")
+        raise ToolError(
+            f"{python} on host {where!r} has no aiohttp; pass python= the engine's "
+            "virtualenv python (SGLang and vLLM both install aiohttp)"
+        )
     tail = "\n".join(err.splitlines()[-8:]) or "(no output)"
     raise ToolError(f"the load generator failed on host {where!r} (exit {code}):\n{tail}")
 
@@ -304,8 +334,10 @@ def _out_path(stdout: bytes) -> str:
     try:
         out = json.loads(lines[-1])["out"]
     except (IndexError, ValueError, KeyError, TypeError):
-        raise ToolError("the load generator did not say where it wrote its records; "
-                        f"its output was: {stdout[-300:]!r}") from None
+        raise ToolError(
+            "the load generator did not say where it wrote its records; "
+            f"its output was: {stdout[-300:]!r}"
+        ) from None
     if not isinstance(out, str) or not out.startswith("/tmp/sleuth-bench-"):
         raise ToolError(f"unexpected load generator output path {out!r}")
     return out
@@ -339,8 +371,10 @@ def render_text(run: BenchRun) -> str:
     lines = [f"benchmark on {run.host} (load generator {run.where}); records: {run.jsonl}"]
     if run.round_trip_ms and run.round_trip_ms.p50 is not None:
         lines.append(f"round trip through the port forward: p50 {run.round_trip_ms.p50:.2f} ms")
-    lines.append("phase load  ok/n  ttft p50/p99  ttft-sched p99  tpot p50/p99  itl p50  "
-                 "e2e p50/p99  req/s  out tok/s  conc  goodput")
+    lines.append(
+        "phase load  ok/n  ttft p50/p99  ttft-sched p99  tpot p50/p99  itl p50  "
+        "e2e p50/p99  req/s  out tok/s  conc  goodput"
+    )
     for p in run.report.phases:
         load = f"c={p.concurrency_target}" if p.mode == "closed" else f"r={p.request_rate:g}"
         good = "-" if p.goodput is None else f"{p.goodput:.2f}"
@@ -358,21 +392,29 @@ def warnings(report: BenchReport) -> list[str]:
     out = []
     for p in report.phases:
         if p.client.client_limited:
-            out.append(f"phase {p.phase}: CLIENT-LIMITED, figures understate the server: "
-                       + "; ".join(p.client.reasons))
+            out.append(
+                f"phase {p.phase}: CLIENT-LIMITED, figures understate the server: "
+                + "; ".join(p.client.reasons)
+            )
         if p.failed:
             out.append(f"phase {p.phase}: {p.failed} failed requests: {p.errors}")
         if p.output_len_mismatch_share:
-            out.append(f"phase {p.phase}: {p.output_len_mismatch_share:.0%} of requests "
-                       "returned a different number of tokens than requested")
+            out.append(
+                f"phase {p.phase}: {p.output_len_mismatch_share:.0%} of requests "
+                "returned a different number of tokens than requested"
+            )
         if p.token_mismatches:
             first = p.token_mismatches[0]
-            out.append(f"phase {p.phase}: {len(p.token_mismatches)} requests whose usage "
-                       f"count differs from the stream (e.g. usage {first.usage}, stream "
-                       f"{first.stream}{', estimated' if first.estimated else ''}); "
-                       "usage is used")
+            out.append(
+                f"phase {p.phase}: {len(p.token_mismatches)} requests whose usage "
+                f"count differs from the stream (e.g. usage {first.usage}, stream "
+                f"{first.stream}{', estimated' if first.estimated else ''}); "
+                "usage is used"
+            )
         if p.spec is not None:
             value = "-" if p.spec.accept_length is None else f"{p.spec.accept_length:.3f}"
-            out.append(f"phase {p.phase}: speculative accept length this run {value} "
-                       f"({p.spec.source}) {p.spec.note}".rstrip())
+            out.append(
+                f"phase {p.phase}: speculative accept length this run {value} "
+                f"({p.spec.source}) {p.spec.note}".rstrip()
+            )
     return out

@@ -180,8 +180,9 @@ def dist(values: Iterable[float], scale: float = MS) -> Dist:
     )
 
 
-def parse_lines(lines: Iterable[str | bytes]) -> tuple[dict[str, Any], list[dict[str, Any]],
-                                                        list[RequestRecord]]:
+def parse_lines(
+    lines: Iterable[str | bytes],
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[RequestRecord]]:
     """Split a load generator's output into header, phase lines and request records."""
     header: dict[str, Any] = {}
     phases: list[dict[str, Any]] = []
@@ -200,8 +201,9 @@ def parse_lines(lines: Iterable[str | bytes]) -> tuple[dict[str, Any], list[dict
     return header, phases, records
 
 
-def summarise(lines: Iterable[str | bytes], slo: Slo | None = None,
-              limits: ClientLimits | None = None) -> BenchReport:
+def summarise(
+    lines: Iterable[str | bytes], slo: Slo | None = None, limits: ClientLimits | None = None
+) -> BenchReport:
     """Metrics for every phase of one load generator run."""
     header, phases, records = parse_lines(lines)
     slo, limits = slo or Slo(), limits or ClientLimits()
@@ -212,8 +214,9 @@ def summarise(lines: Iterable[str | bytes], slo: Slo | None = None,
     return BenchReport(header=header, phases=out, slo=slo)
 
 
-def phase_metrics(phase: dict[str, Any], records: list[RequestRecord], slo: Slo,
-                  limits: ClientLimits) -> PhaseMetrics:
+def phase_metrics(
+    phase: dict[str, Any], records: list[RequestRecord], slo: Slo, limits: ClientLimits
+) -> PhaseMetrics:
     ok = [r for r in records if r.ok]
     failed = [r for r in records if not r.ok]
     start = min((r.t_send for r in records), default=0.0)
@@ -234,8 +237,9 @@ def phase_metrics(phase: dict[str, Any], records: list[RequestRecord], slo: Slo,
         duration_s=span,
         ttft=dist(r.t_first - r.t_send for r in ok if r.t_first is not None),
         ttft_from_sched=dist(r.t_first - r.t_sched for r in ok if r.t_first is not None),
-        ttft_content=dist(r.t_first_content - r.t_send for r in ok
-                          if r.t_first_content is not None),
+        ttft_content=dist(
+            r.t_first_content - r.t_send for r in ok if r.t_first_content is not None
+        ),
         e2e=dist(_e2e(r) for r in ok),
         tpot=dist(t for r in ok if (t := tpot(r)) is not None),
         itl_chunk=dist(g for r in ok for g, _ in _gaps(r)),
@@ -250,9 +254,14 @@ def phase_metrics(phase: dict[str, Any], records: list[RequestRecord], slo: Slo,
             sum(r.output_tokens != r.requested_output for r in ok) / len(ok) if ok else 0.0
         ),
         token_mismatches=[
-            TokenMismatch(index=r.index, usage=r.output_tokens, stream=r.stream_tokens,
-                          estimated=r.tokens_estimated)
-            for r in ok if r.output_tokens != r.stream_tokens
+            TokenMismatch(
+                index=r.index,
+                usage=r.output_tokens,
+                stream=r.stream_tokens,
+                estimated=r.tokens_estimated,
+            )
+            for r in ok
+            if r.output_tokens != r.stream_tokens
         ],
         tokens_estimated=any(r.tokens_estimated for r in ok),
         client=client_health(phase, limits),
@@ -322,20 +331,27 @@ def client_health(phase: dict[str, Any], limits: ClientLimits) -> ClientHealth:
         reasons.append(f"dispatch lag p99 {dispatch.p99:.1f} ms > {limits.dispatch_lag_p99_ms} ms")
     if (loop_lag.p99 or 0.0) > limits.loop_lag_p99_ms:
         reasons.append(f"event-loop lag p99 {loop_lag.p99:.1f} ms > {limits.loop_lag_p99_ms} ms")
-    return ClientHealth(cpu_share=cpu_share, loop_lag=loop_lag, dispatch_lag=dispatch,
-                        client_limited=bool(reasons), reasons=reasons)
+    return ClientHealth(
+        cpu_share=cpu_share,
+        loop_lag=loop_lag,
+        dispatch_lag=dispatch,
+        client_limited=bool(reasons),
+        reasons=reasons,
+    )
 
 
 def _lag_dist(summary: dict[str, Any] | None) -> Dist:
     """The load generator summarises lags itself (n, mean, p99, max in seconds)."""
     if not summary or not summary.get("n"):
         return Dist()
-    return Dist(n=summary["n"], mean=summary["mean"] * MS, p99=summary["p99"] * MS,
-                max=summary["max"] * MS)
+    return Dist(
+        n=summary["n"], mean=summary["mean"] * MS, p99=summary["p99"] * MS, max=summary["max"] * MS
+    )
 
 
-def spec_acceptance(before: dict[str, Any] | None,
-                    after: dict[str, Any] | None) -> SpecAcceptance | None:
+def spec_acceptance(
+    before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> SpecAcceptance | None:
     """Acceptance over the phase from counter deltas; never from a cumulative average."""
     if not before or not after:
         return None

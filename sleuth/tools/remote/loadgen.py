@@ -40,18 +40,19 @@ except ImportError:
     _loads = json.loads
     JSON_LIB = "json"
 
-VOCAB = (
-    "the of and to in is you that it he was for on are as with his they at be this have "
-    "from or one had by word but not what all were we when your can said there use an each "
-    "which she do how their if will up other about out many then them these so some her would "
-    "make like him into time has look two more write go see number no way could people my than "
-    "first water been call who oil its now find long down day did get come made may part over "
-    "new sound take only little work know place year live me back give most very after thing "
-    "our just name good sentence man think say great where help through much before line right "
-    "too mean old any same tell boy follow came want show also around form three small set put "
-    "end does another well large must big even such because turn here why ask went men read "
-    "need land different home us move try kind hand picture again change off play spell air "
-    "away animal house point page letter mother answer found study still learn should world"
+VOCAB = (  # noqa: SIM905 (a word list reads better as one string)
+    "the of and to in is you that it he was for on are as with his they at be this have from "
+    "or one had by word but not what all were we when your can said there use an each which "
+    "she do how their if will up other about out many then them these so some her would make "
+    "like him into time has look two more write go see number no way could people my than "
+    "first water been call who oil its now find long down day did get come made may part "
+    "over new sound take only little work know place year live me back give most very after "
+    "thing our just name good sentence man think say great where help through much before "
+    "line right too mean old any same tell boy follow came want show also around form three "
+    "small set put end does another well large must big even such because turn here why ask "
+    "went men read need land different home us move try kind hand picture again change off "
+    "play spell air away animal house point page letter mother answer found study still "
+    "learn should world"
 ).split()
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -174,12 +175,26 @@ class LoadGen:
         else:
             body["prompt"] = prompt
         rec: dict[str, Any] = {
-            "type": "request", "index": index, "phase": phase, "warmup": warmup,
-            "input_words": a.input_len, "requested_output": a.output_len,
-            "t_sched": None, "t_dispatch": None, "t_send": None, "t_first": None,
-            "t_first_content": None, "t_done": None, "chunk_t": [], "chunk_n": [],
-            "tokens_estimated": False, "usage": None, "finish_reason": None,
-            "status": None, "error": None, "done_marker": False,
+            "type": "request",
+            "index": index,
+            "phase": phase,
+            "warmup": warmup,
+            "input_words": a.input_len,
+            "requested_output": a.output_len,
+            "t_sched": None,
+            "t_dispatch": None,
+            "t_send": None,
+            "t_first": None,
+            "t_first_content": None,
+            "t_done": None,
+            "chunk_t": [],
+            "chunk_n": [],
+            "tokens_estimated": False,
+            "usage": None,
+            "finish_reason": None,
+            "status": None,
+            "error": None,
+            "done_marker": False,
         }
         return Request(json.dumps(body).encode(), rec)
 
@@ -187,15 +202,19 @@ class LoadGen:
         rec = req.rec
         rec["t_send"] = now()
         try:
-            async with session.post(self.url, data=req.body, trace_request_ctx=rec,
-                                    headers={"Content-Type": "application/json"}) as resp:
+            async with session.post(
+                self.url,
+                data=req.body,
+                trace_request_ctx=rec,
+                headers={"Content-Type": "application/json"},
+            ) as resp:
                 rec["status"] = resp.status
                 if resp.status != 200:
                     text = (await resp.read())[:300].decode(errors="replace")
                     rec["error"] = f"HTTP {resp.status}: {text}"
                 else:
                     await self.read_stream(resp, req)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
             rec["error"] = f"{type(exc).__name__}: {exc}"
         rec["t_done"] = now()
         rec["t_last_token"] = rec["chunk_t"][-1] if rec["chunk_t"] else None
@@ -217,8 +236,9 @@ class LoadGen:
         if pending.strip().startswith(b"data:"):
             req.on_event(pending.strip()[5:].strip(), now())
 
-    async def closed_loop(self, session: aiohttp.ClientSession, phase: int, concurrency: int,
-                          count: int, warmup: bool) -> None:
+    async def closed_loop(
+        self, session: aiohttp.ClientSession, phase: int, concurrency: int, count: int, warmup: bool
+    ) -> None:
         # Bodies are built before the clock starts: building one while other streams
         # are arriving would delay their timestamps by the client's own work.
         queue = [self.new_request(phase, warmup) for _ in range(count)]
@@ -232,8 +252,9 @@ class LoadGen:
 
         await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
 
-    async def open_loop(self, session: aiohttp.ClientSession, phase: int, rate: float,
-                        count: int, lags: list[float]) -> None:
+    async def open_loop(
+        self, session: aiohttp.ClientSession, phase: int, rate: float, count: int, lags: list[float]
+    ) -> None:
         cap = self.args.max_concurrency
         slots = asyncio.Semaphore(cap) if cap else None
 
@@ -267,12 +288,17 @@ class LoadGen:
                     if r.status == 200:
                         text = await r.text()
                         out[path] = _spec_fields(path, text)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+            except (TimeoutError, aiohttp.ClientError, OSError, ValueError):
                 continue
         return out
 
-    async def phase(self, session: aiohttp.ClientSession, phase: int,
-                    concurrency: int | None, rate: float | None) -> dict[str, Any]:
+    async def phase(
+        self,
+        session: aiohttp.ClientSession,
+        phase: int,
+        concurrency: int | None,
+        rate: float | None,
+    ) -> dict[str, Any]:
         a = self.args
         before = await self.counters(session) if a.spec_counters else None
         loop_lags: list[float] = []
@@ -296,30 +322,51 @@ class LoadGen:
         await watcher
         after = await self.counters(session) if a.spec_counters else None
         return {
-            "type": "phase", "phase": phase, "mode": "closed" if concurrency else "open",
-            "concurrency": concurrency, "request_rate": rate,
-            "max_concurrency": a.max_concurrency, "t_start": wall0, "t_end": wall0 + wall,
-            "cpu_s": cpu, "wall_s": wall, "loop_lag": _summary(loop_lags),
+            "type": "phase",
+            "phase": phase,
+            "mode": "closed" if concurrency else "open",
+            "concurrency": concurrency,
+            "request_rate": rate,
+            "max_concurrency": a.max_concurrency,
+            "t_start": wall0,
+            "t_end": wall0 + wall,
+            "cpu_s": cpu,
+            "wall_s": wall,
+            "loop_lag": _summary(loop_lags),
             "dispatch_lag": _summary(dispatch_lags) if rate is not None else None,
-            "counters_before": before, "counters_after": after,
+            "counters_before": before,
+            "counters_after": after,
         }
 
     async def run(self, out: Any) -> int:
         a = self.args
         header = {
-            "type": "header", "version": 1, "url": self.url, "api": a.api, "model": a.model,
-            "seed": a.seed, "input_len": a.input_len, "output_len": a.output_len,
-            "num_prompts": a.num_prompts, "warmup": a.warmup,
-            "concurrency": a.concurrency, "request_rate": a.request_rate,
-            "max_concurrency": a.max_concurrency, "epoch_at_zero": time.time() - now(),
-            "python": sys.version.split()[0], "aiohttp": aiohttp.__version__,
-            "uvloop": _uvloop_used(), "json": JSON_LIB, "pid": os.getpid(),
+            "type": "header",
+            "version": 1,
+            "url": self.url,
+            "api": a.api,
+            "model": a.model,
+            "seed": a.seed,
+            "input_len": a.input_len,
+            "output_len": a.output_len,
+            "num_prompts": a.num_prompts,
+            "warmup": a.warmup,
+            "concurrency": a.concurrency,
+            "request_rate": a.request_rate,
+            "max_concurrency": a.max_concurrency,
+            "epoch_at_zero": time.time() - now(),
+            "python": sys.version.split()[0],
+            "aiohttp": aiohttp.__version__,
+            "uvloop": _uvloop_used(),
+            "json": JSON_LIB,
+            "pid": os.getpid(),
         }
         _write(out, header)
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=a.request_timeout)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                         trace_configs=[_send_time_trace()]) as session:
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, trace_configs=[_send_time_trace()]
+        ) as session:
             if a.warmup:
                 first = a.concurrency[0] if a.concurrency else 1
                 await self.closed_loop(session, -1, first, a.warmup, True)
@@ -401,25 +448,41 @@ def _uvloop_used() -> bool:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="loadgen", description=__doc__,
-                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="loadgen", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     ap.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:30000")
     ap.add_argument("--api", choices=("chat", "completions"), default="chat")
     ap.add_argument("--model", required=True)
-    ap.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=None,
-                    help="closed loop: comma-separated concurrencies, one phase each")
-    ap.add_argument("--request-rate", type=float, default=None,
-                    help="open loop: Poisson arrivals at this many requests/s (0: all at once)")
-    ap.add_argument("--max-concurrency", type=int, default=None,
-                    help="open loop: at most this many in flight; the rest wait in the client")
+    ap.add_argument(
+        "--concurrency",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=None,
+        help="closed loop: comma-separated concurrencies, one phase each",
+    )
+    ap.add_argument(
+        "--request-rate",
+        type=float,
+        default=None,
+        help="open loop: Poisson arrivals at this many requests/s (0: all at once)",
+    )
+    ap.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=None,
+        help="open loop: at most this many in flight; the rest wait in the client",
+    )
     ap.add_argument("--num-prompts", type=int, default=100, help="requests per phase")
     ap.add_argument("--input-len", type=int, default=128, help="prompt length in words")
     ap.add_argument("--output-len", type=int, default=128, help="max_tokens (with ignore_eos)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=0, help="requests sent first and marked warmup")
     ap.add_argument("--request-timeout", type=float, default=600.0)
-    ap.add_argument("--spec-counters", action="store_true",
-                    help="read the server's speculative counters before and after each phase")
+    ap.add_argument(
+        "--spec-counters",
+        action="store_true",
+        help="read the server's speculative counters before and after each phase",
+    )
     ap.add_argument("--out", default=None, help="JSONL file; default: a new file under /tmp")
     args = ap.parse_args(argv)
     if (args.concurrency is None) == (args.request_rate is None):
