@@ -83,7 +83,10 @@ class Question:
         return found
 
     def has(self, *words: str) -> bool:
-        low = self.text.lower()
+        """Whether the question says any of `words`, not counting names of models or paths
+        (so "DeepSeek-V3-FP8" does not make a question about FP8)."""
+        low = " ".join(t for t in self.text.lower().split()
+                       if not (re.search(r"\d", t) and re.search(r"[-/]", t)))
         return any(re.search(rf"(?<![a-z0-9]){re.escape(w)}", low) for w in words)
 
 
@@ -131,13 +134,12 @@ class PlaybookBrain:
         question, turns = _read_conversation(request)
         family = route(question)
         plan = PLANS[family](question) if family else _unroutable(question)
-        step: Step | str = next(plan)
-        for results in turns:
-            try:
+        try:
+            step: Step | str = next(plan)
+            for results in turns:
                 step = plan.send(results)
-            except StopIteration as done:
-                step = str(done.value)
-                break
+        except StopIteration as done:
+            step = str(done.value)
         if request.final and not isinstance(step, str) and step and isinstance(step[0], Call):
             step = "The budget ran out before the plan finished."
         return BrainReply(response=_response(step, len(turns)))
@@ -193,7 +195,8 @@ def _text(content: Any) -> str:
 
 def _model_dirs(q: Question) -> Generator[Step, list[Result], list[str]]:
     """Checkpoint folders: named in the question, else found under the host's roots."""
-    dirs = [p for p in q.paths if not p.endswith((".json", ".safetensors", ".py"))]
+    dirs = [p for p in q.paths if not p.endswith((".json", ".safetensors", ".py"))
+            and not _is_engine_path(p)]
     if dirs:
         return dirs
     roots = q.hosts.get(q.host, ["."])
@@ -333,8 +336,13 @@ def _feature_word(q: Question) -> str | None:
     return known[0] if known else None
 
 
+def _is_engine_path(path: str) -> bool:
+    return any(part in ("sglang", "vllm") or part.startswith(("sglang-", "vllm-"))
+               for part in path.lower().split("/"))
+
+
 def _engine_dir(env: Result, q: Question) -> str | None:
-    named = [p for p in q.paths if "sglang" in p or "vllm" in p]
+    named = [p for p in q.paths if _is_engine_path(p)]
     if named:
         return named[0]
     prefer = "vllm" if q.has("vllm") else "sglang"
@@ -369,9 +377,10 @@ def _engine_report(grep: Result, engine: str, what: str) -> Report:
     matches = int((grep.data or {}).get("matches") or 0)
     files = (grep.data or {}).get("files") or []
     if matches:
-        first = next((ln.strip() for ln in grep.output.splitlines() if ln.count(":") >= 2), None)
+        hits = [ln.strip() for ln in grep.output.splitlines() if re.match(r"[^:]+:\d+:", ln)]
+        hits.sort(key=lambda ln: "class " not in ln)  # a definition says more than a use
         return Report(f"{engine} mentions {what} in {matches} line(s) across {len(files)} file(s)"
-                      f", e.g. {files[0]}.", "yes", 0.8, [(grep, first)])
+                      f", e.g. {files[0]}.", "yes", 0.8, [(grep, hit) for hit in hits[:3]])
     return Report(f"{engine} has no mention of {what}.", "no", 0.6,
                   [(grep, grep.line("no matches"))])
 
@@ -384,7 +393,8 @@ def plan_serve(q: Question) -> Plan:
     engine = "vllm" if q.has("vllm") else "sglang"
     match = re.search(r"concurrency (\d+)", q.text.lower())
     concurrency = int(match.group(1)) if match else 8
-    port = 30000 if engine == "sglang" else 8000
+    port_match = re.search(r"port (\d+)", q.text.lower())
+    port = int(port_match.group(1)) if port_match else 30000 if engine == "sglang" else 8000
     (launch,) = yield [Call("launch_server", {"host": q.host, "engine": engine,
                                               "model_path": model, "port": port})]
     if launch.is_error:
@@ -395,13 +405,23 @@ def plan_serve(q: Question) -> Plan:
     server_id = (launch.data or {}).get("server_id", "")
     (bench,) = yield [Call("run_benchmark", {"host": q.host,
                                              "endpoint": f"http://127.0.0.1:{port}",
-                                             "concurrency": [concurrency], "num_prompts": 64})]
+                                             "model": model, "concurrency": [concurrency],
+                                             "num_prompts": max(16, 4 * concurrency),
+                                             "input_len": 256, "output_len": 128})]
     (stop,) = yield [Call("stop_server", {"host": q.host, "server_id": server_id})]
-    report = Report(f"{engine} serving {model} at concurrency {concurrency}: "
-                    + (bench.line("throughput") or "see the benchmark output"), "yes"
-                    if not bench.is_error else "unknown", 0.8,
-                    [(bench, bench.line("throughput")), (bench, bench.line("ttft")),
-                     (stop, stop.line("stop"))])
+    phases = ((bench.data or {}).get("report") or {}).get("phases") or [{}]
+    p = phases[0]
+    if bench.is_error or not p.get("completed"):
+        claim = f"The benchmark of {engine} serving {model} did not complete."
+    else:
+        claim = (f"{engine} serving {model} at concurrency {concurrency}: output throughput "
+                 f"{p['output_throughput']:.1f} tok/s, {p['request_throughput']:.2f} req/s, "
+                 f"TTFT p50 {p['ttft']['p50']:.1f} ms, TPOT p50 {p['tpot']['p50']:.2f} ms "
+                 f"({p['completed']}/{p['requests']} requests ok)")
+    phase_line = next((ln.strip() for ln in bench.output.splitlines()
+                       if re.match(r"\s*0 c=", ln)), None)
+    report = Report(claim, "unknown" if bench.is_error or not p.get("completed") else "yes", 0.8,
+                    [(bench, phase_line), (stop, stop.line("stop"))])
     yield [report]
     return _summary_text([report])
 
@@ -412,7 +432,7 @@ def _unroutable(q: Question) -> Plan:
             f"It knows these families:\n{families}\n"
             "Open questions need a language model: set ANTHROPIC_API_KEY, or pass --base-url "
             "for an OpenAI-compatible endpoint.")
-    yield []  # pragma: no cover - makes this a generator
+    yield []  # never reached; makes this a generator like the other plans
 
 
 def _summary_text(reports: list[Report]) -> str:
