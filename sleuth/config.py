@@ -137,7 +137,7 @@ def _parse(path: Path) -> Settings:
         if name != LOCAL and not host.ssh:
             line = locate_key(text, ["hosts", name])
             raise ConfigError(
-                f"{path}:{line}: host `{name}` needs `ssh = \"alias or user@host:port\"`"
+                f'{path}:{line}: host `{name}` needs `ssh = "alias or user@host:port"`'
             )
         for root in host.roots:
             if not os.path.isabs(root):
@@ -152,7 +152,9 @@ def locate_key(text: str, keys: list[str]) -> int | None:
     table_line: int | None = None
     # Longest table header that prefixes the key path, e.g. [hosts.gpu1] for hosts.gpu1.roots.
     for depth in range(len(keys), 0, -1):
-        header = re.compile(r"^\s*\[\s*" + r"\s*\.\s*".join(map(re.escape, keys[:depth])) + r"\s*\]")
+        header = re.compile(
+            r"^\s*\[\s*" + r"\s*\.\s*".join(map(re.escape, keys[:depth])) + r"\s*\]"
+        )
         for i, line in enumerate(lines):
             if header.match(line):
                 table_line = i

@@ -57,14 +57,19 @@ def _bf16_linear(prefix: str, out_dim: int, in_dim: int) -> list[Tensor]:
     return [(f"{prefix}.weight", "BF16", [out_dim, in_dim])]
 
 
-def _layer(prefix: str, hidden: int, experts: int, moe_inter: int,
-           expert_linear: Any = _bf16_linear) -> list[Tensor]:
+def _layer(
+    prefix: str, hidden: int, experts: int, moe_inter: int, expert_linear: Any = _bf16_linear
+) -> list[Tensor]:
     tensors: list[Tensor] = [
         (f"{prefix}.input_layernorm.weight", "BF16", [hidden]),
         (f"{prefix}.post_attention_layernorm.weight", "BF16", [hidden]),
     ]
-    for proj, out_dim in (("q_proj", hidden), ("k_proj", hidden // 8), ("v_proj", hidden // 8),
-                          ("o_proj", hidden)):
+    for proj, out_dim in (
+        ("q_proj", hidden),
+        ("k_proj", hidden // 8),
+        ("v_proj", hidden // 8),
+        ("o_proj", hidden),
+    ):
         tensors += _bf16_linear(f"{prefix}.self_attn.{proj}", out_dim, hidden)
     tensors.append((f"{prefix}.mlp.gate.weight", "BF16", [experts, hidden]))
     for e in range(experts):
@@ -75,8 +80,13 @@ def _layer(prefix: str, hidden: int, experts: int, moe_inter: int,
     return tensors
 
 
-def _write_checkpoint(model_dir: Path, config: dict[str, Any], tensors: list[Tensor],
-                      shards: int, quant: dict[str, Any] | None) -> None:
+def _write_checkpoint(
+    model_dir: Path,
+    config: dict[str, Any],
+    tensors: list[Tensor],
+    shards: int,
+    quant: dict[str, Any] | None,
+) -> None:
     model_dir.mkdir(parents=True, exist_ok=True)
     (model_dir / "config.json").write_text(json.dumps(config, indent=2))
     if quant is not None:
@@ -86,7 +96,7 @@ def _write_checkpoint(model_dir: Path, config: dict[str, Any], tensors: list[Ten
     total = 0
     for i in range(shards):
         name = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
-        chunk = tensors[i * per_shard:(i + 1) * per_shard]
+        chunk = tensors[i * per_shard : (i + 1) * per_shard]
         total += write_sparse_shard(model_dir / name, chunk, {"format": "pt"})
         weight_map.update({t[0]: name for t in chunk})
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
@@ -98,46 +108,80 @@ def build_demo(root: Path) -> dict[str, Path]:
     hidden, layers, experts, inter = 2048, 40, 64, 512
     qwen_dir = root / "models" / "Qwen3.5-MoE-demo-NVFP4"
     text_config = {
-        "model_type": "qwen3_5_moe_text", "hidden_size": hidden, "num_hidden_layers": layers,
-        "num_experts": experts, "num_experts_per_tok": 8, "moe_intermediate_size": inter,
-        "layer_types": ["linear_attention", "linear_attention", "linear_attention",
-                        "full_attention"] * (layers // 4),
-        "mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": False,
+        "model_type": "qwen3_5_moe_text",
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_experts": experts,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": inter,
+        "layer_types": [
+            "linear_attention",
+            "linear_attention",
+            "linear_attention",
+            "full_attention",
+        ]
+        * (layers // 4),
+        "mtp_num_hidden_layers": 1,
+        "mtp_use_dedicated_embeddings": False,
     }
     qwen_config = {
-        "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+        "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+        "model_type": "qwen3_5_moe",
         "text_config": text_config,
-        "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4",
-                                "group_size": 16, "ignore": ["lm_head", "mtp*", "*.mlp.gate"]},
+        "quantization_config": {
+            "quant_method": "modelopt",
+            "quant_algo": "NVFP4",
+            "group_size": 16,
+            "ignore": ["lm_head", "mtp*", "*.mlp.gate"],
+        },
     }
-    tensors: list[Tensor] = [("model.embed_tokens.weight", "BF16", [151936, hidden]),
-                             ("model.norm.weight", "BF16", [hidden]),
-                             ("lm_head.weight", "BF16", [151936, hidden])]
+    tensors: list[Tensor] = [
+        ("model.embed_tokens.weight", "BF16", [151936, hidden]),
+        ("model.norm.weight", "BF16", [hidden]),
+        ("lm_head.weight", "BF16", [151936, hidden]),
+    ]
     for i in range(layers):
         tensors += _layer(f"model.layers.{i}", hidden, experts, inter, _nvfp4_linear)
-    tensors += [("mtp.fc.weight", "BF16", [hidden, 2 * hidden]),
-                ("mtp.pre_fc_norm_embedding.weight", "BF16", [hidden]),
-                ("mtp.pre_fc_norm_hidden.weight", "BF16", [hidden]),
-                ("mtp.norm.weight", "BF16", [hidden])]
+    tensors += [
+        ("mtp.fc.weight", "BF16", [hidden, 2 * hidden]),
+        ("mtp.pre_fc_norm_embedding.weight", "BF16", [hidden]),
+        ("mtp.pre_fc_norm_hidden.weight", "BF16", [hidden]),
+        ("mtp.norm.weight", "BF16", [hidden]),
+    ]
     tensors += _layer("mtp.layers.0", hidden, experts, inter)
-    quant = {"producer": {"name": "modelopt", "version": "0.37.0"},
-             "quantization": {"quant_algo": "NVFP4", "group_size": 16,
-                              "exclude_modules": ["lm_head", "mtp*", "*.mlp.gate"]}}
+    quant = {
+        "producer": {"name": "modelopt", "version": "0.37.0"},
+        "quantization": {
+            "quant_algo": "NVFP4",
+            "group_size": 16,
+            "exclude_modules": ["lm_head", "mtp*", "*.mlp.gate"],
+        },
+    }
     _write_checkpoint(qwen_dir, qwen_config, tensors, shards=8, quant=quant)
 
     ds_dir = root / "models" / "DeepSeek-V3-demo-FP8"
     ds_layers = 12
     ds_config = {
-        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-        "hidden_size": hidden, "num_hidden_layers": ds_layers, "n_routed_experts": 32,
-        "num_experts_per_tok": 8, "moe_intermediate_size": inter,
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "deepseek_v3",
+        "hidden_size": hidden,
+        "num_hidden_layers": ds_layers,
+        "n_routed_experts": 32,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": inter,
         "num_nextn_predict_layers": 1,
-        "quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
-                                "weight_block_size": [128, 128], "activation_scheme": "dynamic"},
+        "quantization_config": {
+            "quant_method": "fp8",
+            "fmt": "e4m3",
+            "weight_block_size": [128, 128],
+            "activation_scheme": "dynamic",
+        },
     }
-    ds_tensors: list[Tensor] = [("model.embed_tokens.weight", "BF16", [129280, hidden]),
-                                ("model.norm.weight", "BF16", [hidden]),
-                                ("lm_head.weight", "BF16", [129280, hidden])]
+    ds_tensors: list[Tensor] = [
+        ("model.embed_tokens.weight", "BF16", [129280, hidden]),
+        ("model.norm.weight", "BF16", [hidden]),
+        ("lm_head.weight", "BF16", [129280, hidden]),
+    ]
     for i in range(ds_layers):
         ds_tensors += _layer(f"model.layers.{i}", hidden, 32, inter, _fp8_block_linear)
     # The MTP layer (model.layers.12.{enorm,hnorm,eh_proj,...}) was stripped on export.

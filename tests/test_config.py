@@ -28,7 +28,9 @@ def test_sleuth_toml_in_the_working_directory_is_found(tmp_path: Path) -> None:
 
 
 def test_wrong_type_names_file_line_and_key(tmp_path: Path) -> None:
-    path = write(tmp_path, '[limits]\ntimeout_s = 5\n\n[hosts.gpu1]\nssh = "gpu1"\nroots = "/models"\n')
+    path = write(
+        tmp_path, '[limits]\ntimeout_s = 5\n\n[hosts.gpu1]\nssh = "gpu1"\nroots = "/models"\n'
+    )
     with pytest.raises(ConfigError) as err:
         load_settings(path, cwd=tmp_path)
     assert f"{path}:6" in str(err.value)

@@ -32,13 +32,20 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = base / "root"
     (root / "src").mkdir(parents=True)
     (root / "src" / "model.py").write_text(
-        "".join(f"line {i}: speculative_algorithm = 'NEXTN'\n" if i == 7 else f"line {i}\n"
-                for i in range(1, 31))
+        "".join(
+            f"line {i}: speculative_algorithm = 'NEXTN'\n" if i == 7 else f"line {i}\n"
+            for i in range(1, 31)
+        )
     )
     (root / "src" / "blob.bin").write_bytes(b"\x00\x01speculative_algorithm\x00" * 10)
-    (root / "config.json").write_text(json.dumps(
-        {"architectures": ["Qwen3_5MoeForConditionalGeneration"],
-         "text_config": {"mtp_num_hidden_layers": 1, "a/b": [10, 20]}}))
+    (root / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+                "text_config": {"mtp_num_hidden_layers": 1, "a/b": [10, 20]},
+            }
+        )
+    )
     for name in ODD_NAMES:
         (root / name).write_text(f"content of {name}\n")
     outside = base / "outside"
@@ -119,8 +126,9 @@ def test_read_json_follows_a_pointer_with_escapes(ctx: ToolContext) -> None:
 
 def test_local_and_remote_agree(tree: Path, request: pytest.FixtureRequest) -> None:
     roots = [str(tree / "root")]
-    local = ToolContext(hosts={"local": SandboxedHost("local", LocalHost(), HostConfig(roots=roots),
-                                                      Limits())})
+    local = ToolContext(
+        hosts={"local": SandboxedHost("local", LocalHost(), HostConfig(roots=roots), Limits())}
+    )
     remote = request.getfixturevalue("make_context")(roots)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("read_lines", {"path": "src/model.py", "start": 1, "end": 30}),
@@ -138,8 +146,9 @@ def test_local_and_remote_agree(tree: Path, request: pytest.FixtureRequest) -> N
     "path",
     ["../outside/secret.txt", "link_out/secret.txt", "src/../../outside/secret.txt", "/etc/passwd"],
 )
-def test_escapes_are_refused_with_roots_and_the_fix(ctx: ToolContext, tree: Path,
-                                                    path: str) -> None:
+def test_escapes_are_refused_with_roots_and_the_fix(
+    ctx: ToolContext, tree: Path, path: str
+) -> None:
     for name in ("read_lines", "read_json"):
         result = run(ctx, name, path=path)
         assert not result.ok
@@ -166,8 +175,9 @@ def test_nul_and_line_breaks_are_refused(ctx: ToolContext, bad: str) -> None:
 
 
 def test_a_root_that_is_a_symlink_is_refused(tree: Path) -> None:
-    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tree / "rootlink")]),
-                            Limits())
+    sandbox = SandboxedHost(
+        "local", LocalHost(), HostConfig(roots=[str(tree / "rootlink")]), Limits()
+    )
     with pytest.raises(PolicyError, match="is a symlink to"):
         sandbox.resolve("config.json")
 
@@ -187,8 +197,7 @@ def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_200mb_file_stays_within_caps_and_bounded_memory(ctx: ToolContext,
-                                                         big_file: Path) -> None:
+def test_200mb_file_stays_within_caps_and_bounded_memory(ctx: ToolContext, big_file: Path) -> None:
     sandbox = ctx.hosts["local"]
     sandbox.config = sandbox.config.model_copy(update={"roots": [str(big_file.parent)]})
     sandbox._real_roots = None
@@ -203,6 +212,8 @@ def test_200mb_file_stays_within_caps_and_bounded_memory(ctx: ToolContext,
     for result in (lines, grep):
         assert result.ok, result.error
         assert len(result.output.encode()) <= cap + 200
-        assert result.bytes_cut > 0 and f"[truncated: {result.bytes_cut} more bytes]" in result.output
+        assert (
+            result.bytes_cut > 0 and f"[truncated: {result.bytes_cut} more bytes]" in result.output
+        )
     assert peak < 16 * 1024 * 1024, f"peak Python memory {peak / 1e6:.1f} MB"
     assert os.path.getsize(big_file) == 200_000_000

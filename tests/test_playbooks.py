@@ -34,21 +34,22 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Path:
     srt = root / "src" / "sglang" / "python" / "sglang" / "srt"
     (srt / "models").mkdir(parents=True)
     (srt / "models" / "qwen3_5_mtp.py").write_text(
-        "import torch\n\n\nclass Qwen3_5MoeForCausalLMMTP(torch.nn.Module):\n    pass\n")
+        "import torch\n\n\nclass Qwen3_5MoeForCausalLMMTP(torch.nn.Module):\n    pass\n"
+    )
     (srt / "server_args.py").write_text(
         "def add_cli_args(parser):\n"
         "    parser.add_argument(\n"
-        "        \"--speculative-algorithm\",\n"
-        "        choices=[\"EAGLE\", \"EAGLE3\", \"NEXTN\"],\n"
-        "    )\n")
+        '        "--speculative-algorithm",\n'
+        '        choices=["EAGLE", "EAGLE3", "NEXTN"],\n'
+        "    )\n"
+    )
     return root
 
 
 @pytest.fixture(params=["local", "remote"])
 def ctx(request: pytest.FixtureRequest, deployment: Path) -> ToolContext:
     if request.param == "local":
-        sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(deployment)]),
-                                Limits())
+        sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(deployment)]), Limits())
         return ToolContext(hosts={"local": sandbox})
     made: ToolContext = request.getfixturevalue("make_context")([str(deployment)])
     return made
@@ -65,10 +66,12 @@ def calls(result: RunResult) -> list[ToolExecuted]:
     return [e for e in events if isinstance(e, ToolExecuted) and e.tool != "report_finding"]
 
 
-def test_mtp_heads_present_are_reported_with_grounded_evidence(ctx: ToolContext,
-                                                               tmp_path: Path) -> None:
-    result = investigate(ctx, "Did the NVFP4 export of Qwen3.5-MoE-demo-NVFP4 keep its MTP heads?",
-                         tmp_path)
+def test_mtp_heads_present_are_reported_with_grounded_evidence(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    result = investigate(
+        ctx, "Did the NVFP4 export of Qwen3.5-MoE-demo-NVFP4 keep its MTP heads?", tmp_path
+    )
     assert result.status == "answered"
     mtp = result.findings[0]
     assert mtp.verdict == "yes" and mtp.grounded
@@ -85,18 +88,20 @@ def test_the_trap_declared_but_stripped_is_caught(ctx: ToolContext, tmp_path: Pa
     assert any("WARNING: config declares 1 MTP layer(s)" in e.quote for e in finding.evidence)
 
 
-def test_mtp_family_greps_the_engine_source_when_named(ctx: ToolContext, deployment: Path,
-                                                       tmp_path: Path) -> None:
-    question = (f"Does {deployment}/models/Qwen3.5-MoE-demo-NVFP4 keep its MTP heads, and does "
-                f"the engine at {deployment}/src/sglang have an MTP model?")
+def test_mtp_family_greps_the_engine_source_when_named(
+    ctx: ToolContext, deployment: Path, tmp_path: Path
+) -> None:
+    question = (
+        f"Does {deployment}/models/Qwen3.5-MoE-demo-NVFP4 keep its MTP heads, and does "
+        f"the engine at {deployment}/src/sglang have an MTP model?"
+    )
     result = investigate(ctx, question, tmp_path)
     engine = [f for f in result.findings if "src/sglang" in f.claim]
     assert engine and engine[0].verdict == "yes" and engine[0].grounded
     assert any("Qwen3_5MoeForCausalLMMTP" in e.quote for e in engine[0].evidence)
 
 
-def test_quantisation_names_method_exclusions_and_dtypes(ctx: ToolContext,
-                                                         tmp_path: Path) -> None:
+def test_quantisation_names_method_exclusions_and_dtypes(ctx: ToolContext, tmp_path: Path) -> None:
     result = investigate(ctx, "What is Qwen3.5-MoE-demo-NVFP4 quantised to?", tmp_path)
     (finding,) = result.findings
     assert finding.grounded and finding.verdict == "yes"
@@ -104,8 +109,9 @@ def test_quantisation_names_method_exclusions_and_dtypes(ctx: ToolContext,
     assert "lm_head" in finding.claim and "U8×7680" in finding.claim
 
 
-def test_architecture_counts_layers_experts_and_parameters(ctx: ToolContext,
-                                                           tmp_path: Path) -> None:
+def test_architecture_counts_layers_experts_and_parameters(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
     result = investigate(ctx, "Summarise the architecture of DeepSeek-V3-demo-FP8", tmp_path)
     (finding,) = result.findings
     assert finding.grounded
@@ -113,43 +119,48 @@ def test_architecture_counts_layers_experts_and_parameters(ctx: ToolContext,
     assert "parameters counted from the headers" in finding.claim
 
 
-def test_engine_support_for_a_flag_lists_files_and_lines(ctx: ToolContext, deployment: Path,
-                                                         tmp_path: Path) -> None:
+def test_engine_support_for_a_flag_lists_files_and_lines(
+    ctx: ToolContext, deployment: Path, tmp_path: Path
+) -> None:
     result = investigate(ctx, f"Which flag turns on NEXTN in {deployment}/src/sglang?", tmp_path)
     (finding,) = result.findings
     assert finding.verdict == "yes" and finding.grounded
     assert "server_args.py" in finding.claim
-    grep = [c for c in calls(result) if c.tool == "grep"][0]
+    grep = next(c for c in calls(result) if c.tool == "grep")
     assert "server_args.py:4:" in grep.output
 
 
 def test_environment_without_gpu_is_an_answer(ctx: ToolContext, tmp_path: Path) -> None:
     result = investigate(ctx, "Which GPUs and engine versions are installed?", tmp_path)
     assert result.status == "answered"
-    gpu = [f for f in result.findings if "GPU" in f.claim][0]
+    gpu = next(f for f in result.findings if "GPU" in f.claim)
     assert gpu.grounded and gpu.verdict == "no"
     assert all(c.ok for c in calls(result))
 
 
 def test_an_unroutable_question_lists_the_families(tmp_path: Path, deployment: Path) -> None:
     sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(deployment)]), Limits())
-    result = investigate(ToolContext(hosts={"local": sandbox}), "Is the moon made of cheese?",
-                         tmp_path)
+    result = investigate(
+        ToolContext(hosts={"local": sandbox}), "Is the moon made of cheese?", tmp_path
+    )
     assert result.status == "answered" and not result.findings
     assert "cannot route" in result.answer and "ANTHROPIC_API_KEY" in result.answer
     assert "MTP heads" in result.answer and "serve and benchmark" in result.answer
     assert not calls(result)
 
 
-@pytest.mark.parametrize("text,family", [
-    ("Did the NVFP4 quantisation keep the model's MTP heads?", "mtp"),
-    ("Which flag turns them on in this SGLang build?", "engine"),
-    ("What throughput do we get with speculative decoding on?", "serve"),
-    ("How many experts does /models/X have?", "arch"),
-    ("Is it FP8 or NVFP4?", "quant"),
-    ("Which vllm version is installed?", "env"),
-    ("Tell me a joke", None),
-])
+@pytest.mark.parametrize(
+    "text,family",
+    [
+        ("Did the NVFP4 quantisation keep the model's MTP heads?", "mtp"),
+        ("Which flag turns them on in this SGLang build?", "engine"),
+        ("What throughput do we get with speculative decoding on?", "serve"),
+        ("How many experts does /models/X have?", "arch"),
+        ("Is it FP8 or NVFP4?", "quant"),
+        ("Which vllm version is installed?", "env"),
+        ("Tell me a joke", None),
+    ],
+)
 def test_routing_by_words(text: str, family: str | None) -> None:
     assert route(Question(text, {"local": ["/"]})) == family
 
@@ -173,8 +184,9 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("approved", [True, False])
-def test_serve_and_benchmark_runs_only_with_permission(deployment: Path, tmp_path: Path,
-                                                       approved: bool) -> None:
+def test_serve_and_benchmark_runs_only_with_permission(
+    deployment: Path, tmp_path: Path, approved: bool
+) -> None:
     python = tmp_path / "bin" / "python3"
     python.parent.mkdir()
     python.write_text(STAND_IN.format(python=sys.executable, server=SERVER))
@@ -185,13 +197,19 @@ def test_serve_and_benchmark_runs_only_with_permission(deployment: Path, tmp_pat
         asked.append(request)
         return ApprovalDecision(approved=approved, by="test", reason="" if approved else "no")
 
-    config = HostConfig(roots=[str(deployment)], python=str(python),
-                        allow=["launch_server", "stop_server", "run_benchmark"])
-    ctx = ToolContext(hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())},
-                      approver=approver)
+    config = HostConfig(
+        roots=[str(deployment)],
+        python=str(python),
+        allow=["launch_server", "stop_server", "run_benchmark"],
+    )
+    ctx = ToolContext(
+        hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())}, approver=approver
+    )
     port = free_port()
-    question = (f"Serve {deployment}/models/Qwen3.5-MoE-demo-NVFP4 on port {port} and benchmark "
-                "it at concurrency 2")
+    question = (
+        f"Serve {deployment}/models/Qwen3.5-MoE-demo-NVFP4 on port {port} and benchmark "
+        "it at concurrency 2"
+    )
     result = investigate(ctx, question, tmp_path)
     events = load(Path(result.transcript)).events
     approvals = [e for e in events if isinstance(e, ApprovalEvent)]
@@ -209,11 +227,15 @@ def test_serve_and_benchmark_runs_only_with_permission(deployment: Path, tmp_pat
 
 
 def test_demo_end_to_end(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY",
-                                                            "OPENAI_BASE_URL")}
-    proc = subprocess.run([sys.executable, "-m", "sleuth.cli", "demo", "--dir", str(tmp_path),
-                           "--json"], capture_output=True, text=True, env=env, timeout=120,
-                          cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_BASE_URL")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sleuth.cli", "demo", "--dir", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     out: dict[str, Any] = json.loads(proc.stdout)
     assert all(out["checks"].values()) and len(out["checks"]) == 4
@@ -222,4 +244,3 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     for inv in out["investigations"]:
         assert verify(Path(inv["transcript"])).ok
         assert all(f["grounded"] for f in inv["findings"])
-

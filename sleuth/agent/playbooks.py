@@ -11,12 +11,12 @@ where it stopped.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.agent.findings import REPORT_FINDING
-from sleuth.agent.protocols import BrainReply, Message, Request
+from sleuth.agent.protocols import BrainReply, Request
 from sleuth.transcripts.events import ContentBlock, ModelResponse
 
 
@@ -53,7 +53,7 @@ class Report:
     next_steps: list[str] = field(default_factory=list)
 
 
-Step = list[Call] | list[Report]
+Step = Sequence[Call | Report]
 Plan = Generator[Step, list[Result], str]
 
 
@@ -85,20 +85,49 @@ class Question:
     def has(self, *words: str) -> bool:
         """Whether the question says any of `words`, not counting names of models or paths
         (so "DeepSeek-V3-FP8" does not make a question about FP8)."""
-        low = " ".join(t for t in self.text.lower().split()
-                       if not (re.search(r"\d", t) and re.search(r"[-/]", t)))
+        low = " ".join(
+            t
+            for t in self.text.lower().split()
+            if not (re.search(r"\d", t) and re.search(r"[-/]", t))
+        )
         return any(re.search(rf"(?<![a-z0-9]){re.escape(w)}", low) for w in words)
 
 
 FAMILIES: dict[str, tuple[str, ...]] = {
-    "serve": ("serve", "launch", "benchmark", "throughput", "tok/s", "tokens per second",
-              "latency", "ttft"),
+    "serve": (
+        "serve",
+        "launch",
+        "benchmark",
+        "throughput",
+        "tok/s",
+        "tokens per second",
+        "latency",
+        "ttft",
+    ),
     "engine": ("flag", "support", "backend", "which option", "turns on", "enable", "kernel"),
     "mtp": ("mtp", "nextn", "multi-token", "multi token", "draft head", "mtp head"),
-    "quant": ("quantis", "quantiz", "nvfp4", "fp8", "fp4", "awq", "gptq", "int4", "precision",
-              "dtype"),
-    "arch": ("architecture", "layers", "experts", "parameters", "params", "hidden size",
-             "how big", "attention"),
+    "quant": (
+        "quantis",
+        "quantiz",
+        "nvfp4",
+        "fp8",
+        "fp4",
+        "awq",
+        "gptq",
+        "int4",
+        "precision",
+        "dtype",
+    ),
+    "arch": (
+        "architecture",
+        "layers",
+        "experts",
+        "parameters",
+        "params",
+        "hidden size",
+        "how big",
+        "attention",
+    ),
     "env": ("installed", "version", "gpu", "gpus", "nvidia", "cuda", "environment", "python"),
 }
 
@@ -152,16 +181,30 @@ def _response(step: Step | str, turn: int) -> ModelResponse:
     for i, item in enumerate(step):
         call_id = f"pb_{turn + 1}_{i + 1}"
         if isinstance(item, Call):
-            blocks.append(ContentBlock(type="tool_use", id=call_id, name=item.tool,
-                                       input=item.input))
+            blocks.append(
+                ContentBlock(type="tool_use", id=call_id, name=item.tool, input=item.input)
+            )
         else:
-            evidence = [{"call_id": r.call_id, "quote": quote} for r, quote in item.evidence
-                        if quote]
-            blocks.append(ContentBlock(type="tool_use", id=call_id, name=REPORT_FINDING, input={
-                "claim": item.claim, "verdict": item.verdict, "confidence": item.confidence,
-                "evidence": evidence or [{"call_id": item.evidence[0][0].call_id,
-                                          "quote": "(no line to quote)"}],
-                "next_steps": item.next_steps}))
+            evidence = [
+                {"call_id": r.call_id, "quote": quote} for r, quote in item.evidence if quote
+            ]
+            blocks.append(
+                ContentBlock(
+                    type="tool_use",
+                    id=call_id,
+                    name=REPORT_FINDING,
+                    input={
+                        "claim": item.claim,
+                        "verdict": item.verdict,
+                        "confidence": item.confidence,
+                        "evidence": evidence
+                        or [
+                            {"call_id": item.evidence[0][0].call_id, "quote": "(no line to quote)"}
+                        ],
+                        "next_steps": item.next_steps,
+                    },
+                )
+            )
     return ModelResponse(content=blocks, stop_reason="tool_use")
 
 
@@ -170,15 +213,24 @@ def _read_conversation(request: Request) -> tuple[Question, list[list[Result]]]:
     opening = request.messages[0]["content"][0]["text"]
     match = re.search(r"^Question: (.*?)\n\n", opening, re.S)
     text = match.group(1) if match else opening
-    hosts = {m.group(1): [r.strip() for r in m.group(2).split(",")]
-             for m in re.finditer(r"^- (\S+) \(.*?\): roots (.*?)(?:;|$)", opening, re.M)}
+    hosts = {
+        m.group(1): [r.strip() for r in m.group(2).split(",")]
+        for m in re.finditer(r"^- (\S+) \(.*?\): roots (.*?)(?:;|$)", opening, re.M)
+    }
     turns: list[list[Result]] = []
     for message in request.messages[1:]:
         if message["role"] != "user":
             continue
-        results = [Result(b["tool_use_id"], _text(b.get("content")), bool(b.get("is_error")),
-                          request.tool_data.get(b["tool_use_id"]))
-                   for b in message["content"] if b.get("type") == "tool_result"]
+        results = [
+            Result(
+                b["tool_use_id"],
+                _text(b.get("content")),
+                bool(b.get("is_error")),
+                request.tool_data.get(b["tool_use_id"]),
+            )
+            for b in message["content"]
+            if b.get("type") == "tool_result"
+        ]
         if results:
             turns.append(results)
     return Question(text, hosts), turns
@@ -195,17 +247,24 @@ def _text(content: Any) -> str:
 
 def _model_dirs(q: Question) -> Generator[Step, list[Result], list[str]]:
     """Checkpoint folders: named in the question, else found under the host's roots."""
-    dirs = [p for p in q.paths if not p.endswith((".json", ".safetensors", ".py"))
-            and not _is_engine_path(p)]
+    dirs = [
+        p
+        for p in q.paths
+        if not p.endswith((".json", ".safetensors", ".py")) and not _is_engine_path(p)
+    ]
     if dirs:
         return dirs
     roots = q.hosts.get(q.host, ["."])
-    (found,) = yield [Call("list_dir", {"host": q.host, "path": roots[0], "depth": 4,
-                                       "max_entries": 5000})]
+    (found,) = yield [
+        Call("list_dir", {"host": q.host, "path": roots[0], "depth": 4, "max_entries": 5000})
+    ]
     entries = (found.data or {}).get("entries", []) if not found.is_error else []
     base = (found.data or {}).get("path", roots[0])
-    dirs = sorted(f"{base}/{e['name'][: -len('/config.json')]}" for e in entries
-                  if e["name"].endswith("/config.json"))
+    dirs = sorted(
+        f"{base}/{e['name'][: -len('/config.json')]}"
+        for e in entries
+        if e["name"].endswith("/config.json")
+    )
     named = [d for d in dirs if d.rsplit("/", 1)[-1].lower() in q.text.lower()]
     return (named or dirs)[:4]
 
@@ -218,8 +277,10 @@ def _summaries(q: Question) -> Generator[Step, list[Result], list[Result]]:
 
 
 def _no_checkpoint(q: Question) -> str:
-    return (f"No checkpoint (a folder with config.json) was found under the roots of host "
-            f"{q.host!r}. Name the model folder in the question, e.g. /models/MyModel.")
+    return (
+        f"No checkpoint (a folder with config.json) was found under the roots of host "
+        f"{q.host!r}. Name the model folder in the question, e.g. /models/MyModel."
+    )
 
 
 def plan_mtp(q: Question) -> Plan:
@@ -230,34 +291,64 @@ def plan_mtp(q: Question) -> Plan:
     env_results = yield [Call("python_env", {"host": q.host})]
     engine = _engine_dir(env_results[0], q)
     if engine:
-        (grep,) = yield [Call("grep", {"host": q.host, "path": engine, "include_glob": "*.py",
-                                       "pattern": r"class \w*(MTP|NextN)\w*|speculative.algorithm",
-                                       "max_matches": 20})]
-        reports = reports + [_engine_report(grep, engine, "MTP model classes and speculative flags")]
+        (grep,) = yield [
+            Call(
+                "grep",
+                {
+                    "host": q.host,
+                    "path": engine,
+                    "include_glob": "*.py",
+                    "pattern": r"class \w*(MTP|NextN)\w*|speculative.algorithm",
+                    "max_matches": 20,
+                },
+            )
+        ]
+        reports = [
+            *reports,
+            _engine_report(grep, engine, "MTP model classes and speculative flags"),
+        ]
     yield reports
     return _summary_text(reports)
 
 
 def _mtp_report(s: Result) -> Report:
     if s.is_error:
-        return Report(f"The checkpoint could not be read: {s.output.strip()[:200]}", "unknown",
-                      0.3, [(s, s.line("error"))])
+        return Report(
+            f"The checkpoint could not be read: {s.output.strip()[:200]}",
+            "unknown",
+            0.3,
+            [(s, s.line("error"))],
+        )
     mtp = (s.data or {}).get("mtp") or {}
     name = (s.data or {}).get("model_dir", "the checkpoint")
     declared, tensors = mtp.get("declared_layers"), int(mtp.get("tensors") or 0)
     warning = s.line("warning", "mtp")
     evidence = [(s, s.line("mtp:")), (s, warning)]
     if declared and tensors:
-        return Report(f"{name} declares {declared} MTP layer(s) and carries {tensors} MTP "
-                      "tensors: the MTP heads survived.", "yes", 0.9, evidence)
+        return Report(
+            f"{name} declares {declared} MTP layer(s) and carries {tensors} MTP "
+            "tensors: the MTP heads survived.",
+            "yes",
+            0.9,
+            evidence,
+        )
     if declared and not tensors:
-        return Report(f"{name} declares {declared} MTP layer(s) in config.json, but its weights "
-                      "hold no MTP tensors: the heads were stripped, so speculative decoding "
-                      "with NEXTN/MTP cannot load them.", "no", 0.9, evidence,
-                      ["Re-export the checkpoint keeping the MTP layers, or serve without MTP."])
+        return Report(
+            f"{name} declares {declared} MTP layer(s) in config.json, but its weights "
+            "hold no MTP tensors: the heads were stripped, so speculative decoding "
+            "with NEXTN/MTP cannot load them.",
+            "no",
+            0.9,
+            evidence,
+            ["Re-export the checkpoint keeping the MTP layers, or serve without MTP."],
+        )
     if tensors:
-        return Report(f"{name} carries {tensors} MTP tensors that config.json does not declare.",
-                      "partial", 0.7, evidence)
+        return Report(
+            f"{name} carries {tensors} MTP tensors that config.json does not declare.",
+            "partial",
+            0.7,
+            evidence,
+        )
     return Report(f"{name} neither declares nor carries MTP heads.", "no", 0.8, evidence)
 
 
@@ -274,12 +365,17 @@ def plan_quant(q: Question) -> Plan:
         dtypes = ", ".join(f"{k}×{v}" for k, v in ((s.data or {}).get("dtypes") or {}).items())
         if method:
             excluded = [i["pattern"] if isinstance(i, dict) else i for i in quant.get("ignore", [])]
-            reports.append(Report(
-                f"{name} is quantised with {method}" + (f", group size {quant['group_size']}"
-                                                        if quant.get("group_size") else "")
-                + (f"; excluded: {', '.join(map(str, excluded[:8]))}" if excluded else "")
-                + (f"; tensors by dtype: {dtypes}" if dtypes else ""),
-                "yes", 0.85, evidence))
+            reports.append(
+                Report(
+                    f"{name} is quantised with {method}"
+                    + (f", group size {quant['group_size']}" if quant.get("group_size") else "")
+                    + (f"; excluded: {', '.join(map(str, excluded[:8]))}" if excluded else "")
+                    + (f"; tensors by dtype: {dtypes}" if dtypes else ""),
+                    "yes",
+                    0.85,
+                    evidence,
+                )
+            )
         else:
             reports.append(Report(f"{name} declares no quantisation.", "no", 0.7, evidence))
     yield reports
@@ -295,13 +391,27 @@ def plan_arch(q: Question) -> Plan:
         cfg = (s.data or {}).get("config") or {}
         name = (s.data or {}).get("model_dir", "the checkpoint")
         params = ((s.data or {}).get("params") or {}).get("logical")
-        parts = [f"{k.replace('_', ' ')} {cfg[k]}" for k in
-                 ("architectures", "num_hidden_layers", "hidden_size", "num_experts",
-                  "num_experts_per_tok") if cfg.get(k)]
+        parts = [
+            f"{k.replace('_', ' ')} {cfg[k]}"
+            for k in (
+                "architectures",
+                "num_hidden_layers",
+                "hidden_size",
+                "num_experts",
+                "num_experts_per_tok",
+            )
+            if cfg.get(k)
+        ]
         if params:
             parts.append(f"{params:,} parameters counted from the headers")
-        reports.append(Report(f"{name}: " + "; ".join(map(str, parts)), "yes", 0.85,
-                              [(s, s.line("config:")), (s, s.line("params:"))]))
+        reports.append(
+            Report(
+                f"{name}: " + "; ".join(map(str, parts)),
+                "yes",
+                0.85,
+                [(s, s.line("config:")), (s, s.line("params:"))],
+            )
+        )
     yield reports
     return _summary_text(reports)
 
@@ -311,14 +421,23 @@ def plan_env(q: Question) -> Plan:
     installed = [p for p in (env.data or {}).get("packages", []) if p.get("installed")]
     names = ", ".join(f"{p['name']} {p.get('version') or '?'}" for p in installed)
     reports = [
-        Report(f"Installed on {q.host}: {names}" if installed else
-               f"None of sglang, vllm, torch, transformers or flashinfer is installed on {q.host}.",
-               "yes" if installed else "no", 0.9,
-               [(env, env.line(installed[0]["name"]) if installed else env.line("not installed")),
-                (env, env.line("python"))]),
-        Report(gpus.output.splitlines()[0] if gpus.output else "GPU state unknown",
-               "yes" if (gpus.data or {}).get("gpus") else "no", 0.9,
-               [(gpus, gpus.line("gpu"))]),
+        Report(
+            f"Installed on {q.host}: {names}"
+            if installed
+            else f"None of sglang, vllm, torch, transformers or flashinfer is on {q.host}.",
+            "yes" if installed else "no",
+            0.9,
+            [
+                (env, env.line(installed[0]["name"]) if installed else env.line("not installed")),
+                (env, env.line("python")),
+            ],
+        ),
+        Report(
+            gpus.output.splitlines()[0] if gpus.output else "GPU state unknown",
+            "yes" if (gpus.data or {}).get("gpus") else "no",
+            0.9,
+            [(gpus, gpus.line("gpu"))],
+        ),
     ]
     yield reports
     return _summary_text(reports)
@@ -327,18 +446,24 @@ def plan_env(q: Question) -> Plan:
 def _feature_word(q: Question) -> str | None:
     quoted = re.findall(r"[\"'`]([^\"'`]{2,40})[\"'`]", q.text)
     if quoted:
-        return quoted[0]
+        return str(quoted[0])
     flags = re.findall(r"--[a-z0-9][a-z0-9-]+", q.text)
     if flags:
-        return flags[0]
-    known = re.findall(r"\b(nvfp4|nextn|eagle3?|mtp|fp8|fp4|awq|gptq|cutlass|flashinfer|triton|"
-                       r"deepgemm|deep_gemm|marlin|trtllm|cudnn)\b", q.text, re.I)
-    return known[0] if known else None
+        return str(flags[0])
+    known = re.findall(
+        r"\b(nvfp4|nextn|eagle3?|mtp|fp8|fp4|awq|gptq|cutlass|flashinfer|triton|"
+        r"deepgemm|deep_gemm|marlin|trtllm|cudnn)\b",
+        q.text,
+        re.I,
+    )
+    return str(known[0]) if known else None
 
 
 def _is_engine_path(path: str) -> bool:
-    return any(part in ("sglang", "vllm") or part.startswith(("sglang-", "vllm-"))
-               for part in path.lower().split("/"))
+    return any(
+        part in ("sglang", "vllm") or part.startswith(("sglang-", "vllm-"))
+        for part in path.lower().split("/")
+    )
 
 
 def _engine_dir(env: Result, q: Question) -> str | None:
@@ -346,8 +471,11 @@ def _engine_dir(env: Result, q: Question) -> str | None:
     if named:
         return named[0]
     prefer = "vllm" if q.has("vllm") else "sglang"
-    packages = [p for p in (env.data or {}).get("packages", [])
-                if p.get("installed") and p.get("inside_roots") and p["name"] in ("sglang", "vllm")]
+    packages = [
+        p
+        for p in (env.data or {}).get("packages", [])
+        if p.get("installed") and p.get("inside_roots") and p["name"] in ("sglang", "vllm")
+    ]
     packages.sort(key=lambda p: p["name"] != prefer)
     return packages[0]["path"] if packages else None
 
@@ -357,17 +485,33 @@ def plan_engine(q: Question) -> Plan:
     (env,) = yield [Call("python_env", {"host": q.host})]
     engine = _engine_dir(env, q)
     if engine is None:
-        report = Report(f"No SGLang or vLLM source is readable on {q.host}: not installed, or "
-                        "installed outside the host's roots.", "unknown", 0.6,
-                        [(env, env.line("sglang")), (env, env.line("vllm"))],
-                        ["Name the engine's source folder in the question, or add its install "
-                         "path to the host's roots in sleuth.toml."])
+        report = Report(
+            f"No SGLang or vLLM source is readable on {q.host}: not installed, or "
+            "installed outside the host's roots.",
+            "unknown",
+            0.6,
+            [(env, env.line("sglang")), (env, env.line("vllm"))],
+            [
+                "Name the engine's source folder in the question, or add its install "
+                "path to the host's roots in sleuth.toml."
+            ],
+        )
         yield [report]
         return _summary_text([report])
     pattern = re.escape(word).replace(r"\-", "[-_]").replace("_", "[-_]")
-    (grep,) = yield [Call("grep", {"host": q.host, "path": engine, "pattern": pattern,
-                                   "ignore_case": True, "include_glob": "*.py",
-                                   "max_matches": 20})]
+    (grep,) = yield [
+        Call(
+            "grep",
+            {
+                "host": q.host,
+                "path": engine,
+                "pattern": pattern,
+                "ignore_case": True,
+                "include_glob": "*.py",
+                "max_matches": 20,
+            },
+        )
+    ]
     report = _engine_report(grep, engine, repr(word))
     yield [report]
     return _summary_text([report])
@@ -379,59 +523,90 @@ def _engine_report(grep: Result, engine: str, what: str) -> Report:
     if matches:
         hits = [ln.strip() for ln in grep.output.splitlines() if re.match(r"[^:]+:\d+:", ln)]
         hits.sort(key=lambda ln: "class " not in ln)  # a definition says more than a use
-        return Report(f"{engine} mentions {what} in {matches} line(s) across {len(files)} file(s)"
-                      f", e.g. {files[0]}.", "yes", 0.8, [(grep, hit) for hit in hits[:3]])
-    return Report(f"{engine} has no mention of {what}.", "no", 0.6,
-                  [(grep, grep.line("no matches"))])
+        return Report(
+            f"{engine} mentions {what} in {matches} line(s) across {len(files)} file(s)"
+            f", e.g. {files[0]}.",
+            "yes",
+            0.8,
+            [(grep, hit) for hit in hits[:3]],
+        )
+    return Report(
+        f"{engine} has no mention of {what}.", "no", 0.6, [(grep, grep.line("no matches"))]
+    )
 
 
 def plan_serve(q: Question) -> Plan:
     model = next(iter(q.paths), None)
     if model is None:
-        return ("To serve and benchmark, name the model folder in the question, e.g. "
-                "'serve /models/X with sglang and benchmark at concurrency 8'.")
+        return (
+            "To serve and benchmark, name the model folder in the question, e.g. "
+            "'serve /models/X with sglang and benchmark at concurrency 8'."
+        )
     engine = "vllm" if q.has("vllm") else "sglang"
     match = re.search(r"concurrency (\d+)", q.text.lower())
     concurrency = int(match.group(1)) if match else 8
     port_match = re.search(r"port (\d+)", q.text.lower())
     port = int(port_match.group(1)) if port_match else 30000 if engine == "sglang" else 8000
-    (launch,) = yield [Call("launch_server", {"host": q.host, "engine": engine,
-                                              "model_path": model, "port": port})]
+    (launch,) = yield [
+        Call("launch_server", {"host": q.host, "engine": engine, "model_path": model, "port": port})
+    ]
     if launch.is_error:
-        report = Report(f"The {engine} server for {model} did not start.", "unknown", 0.7,
-                        [(launch, launch.line("error") or launch.line("not"))])
+        report = Report(
+            f"The {engine} server for {model} did not start.",
+            "unknown",
+            0.7,
+            [(launch, launch.line("error") or launch.line("not"))],
+        )
         yield [report]
         return _summary_text([report])
     server_id = (launch.data or {}).get("server_id", "")
-    (bench,) = yield [Call("run_benchmark", {"host": q.host,
-                                             "endpoint": f"http://127.0.0.1:{port}",
-                                             "model": model, "concurrency": [concurrency],
-                                             "num_prompts": max(16, 4 * concurrency),
-                                             "input_len": 256, "output_len": 128})]
+    (bench,) = yield [
+        Call(
+            "run_benchmark",
+            {
+                "host": q.host,
+                "endpoint": f"http://127.0.0.1:{port}",
+                "model": model,
+                "concurrency": [concurrency],
+                "num_prompts": max(16, 4 * concurrency),
+                "input_len": 256,
+                "output_len": 128,
+            },
+        )
+    ]
     (stop,) = yield [Call("stop_server", {"host": q.host, "server_id": server_id})]
     phases = ((bench.data or {}).get("report") or {}).get("phases") or [{}]
     p = phases[0]
     if bench.is_error or not p.get("completed"):
         claim = f"The benchmark of {engine} serving {model} did not complete."
     else:
-        claim = (f"{engine} serving {model} at concurrency {concurrency}: output throughput "
-                 f"{p['output_throughput']:.1f} tok/s, {p['request_throughput']:.2f} req/s, "
-                 f"TTFT p50 {p['ttft']['p50']:.1f} ms, TPOT p50 {p['tpot']['p50']:.2f} ms "
-                 f"({p['completed']}/{p['requests']} requests ok)")
-    phase_line = next((ln.strip() for ln in bench.output.splitlines()
-                       if re.match(r"\s*0 c=", ln)), None)
-    report = Report(claim, "unknown" if bench.is_error or not p.get("completed") else "yes", 0.8,
-                    [(bench, phase_line), (stop, stop.line("stop"))])
+        claim = (
+            f"{engine} serving {model} at concurrency {concurrency}: output throughput "
+            f"{p['output_throughput']:.1f} tok/s, {p['request_throughput']:.2f} req/s, "
+            f"TTFT p50 {p['ttft']['p50']:.1f} ms, TPOT p50 {p['tpot']['p50']:.2f} ms "
+            f"({p['completed']}/{p['requests']} requests ok)"
+        )
+    phase_line = next(
+        (ln.strip() for ln in bench.output.splitlines() if re.match(r"\s*0 c=", ln)), None
+    )
+    report = Report(
+        claim,
+        "unknown" if bench.is_error or not p.get("completed") else "yes",
+        0.8,
+        [(bench, phase_line), (stop, stop.line("stop"))],
+    )
     yield [report]
     return _summary_text([report])
 
 
 def _unroutable(q: Question) -> Plan:
     families = "\n".join(f"- {text}" for text in FAMILY_HELP.values())
-    return (f"The offline playbook cannot route this question: {q.text!r}\n"
-            f"It knows these families:\n{families}\n"
-            "Open questions need a language model: set ANTHROPIC_API_KEY, or pass --base-url "
-            "for an OpenAI-compatible endpoint.")
+    return (
+        f"The offline playbook cannot route this question: {q.text!r}\n"
+        f"It knows these families:\n{families}\n"
+        "Open questions need a language model: set ANTHROPIC_API_KEY, or pass --base-url "
+        "for an OpenAI-compatible endpoint."
+    )
     yield []  # never reached; makes this a generator like the other plans
 
 
@@ -440,6 +615,10 @@ def _summary_text(reports: list[Report]) -> str:
 
 
 PLANS: dict[str, Callable[[Question], Plan]] = {
-    "mtp": plan_mtp, "quant": plan_quant, "arch": plan_arch, "env": plan_env,
-    "engine": plan_engine, "serve": plan_serve,
+    "mtp": plan_mtp,
+    "quant": plan_quant,
+    "arch": plan_arch,
+    "env": plan_env,
+    "engine": plan_engine,
+    "serve": plan_serve,
 }

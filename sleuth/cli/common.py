@@ -20,7 +20,9 @@ console = Console()
 err_console = Console(stderr=True)
 
 ConfigOption = typer.Option(
-    None, "--config", help="Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml)."
+    None,
+    "--config",
+    help="Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml).",
 )
 JsonOption = typer.Option(False, "--json", help="Print one JSON object for programs.")
 

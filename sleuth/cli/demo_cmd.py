@@ -51,14 +51,17 @@ def demo(
     quiet = as_json or not console.is_terminal
     results: list[RunResult] = []
     if not as_json:
-        console.print(f"Demo deployment built in {root}. Brain: playbook (offline, no API key).",
-                      highlight=False)
+        console.print(
+            f"Demo deployment built in {root}. Brain: playbook (offline, no API key).",
+            highlight=False,
+        )
     for question in QUESTIONS:
         if not quiet:
             console.print(Rule(f"[bold]{escape(question)}"))
         view = LiveView(err_console)
-        inv = start_investigation(question, PlaybookBrain(), ctx, settings, root / "transcripts",
-                                  observer=view)
+        inv = start_investigation(
+            question, PlaybookBrain(), ctx, settings, root / "transcripts", observer=view
+        )
         with view:
             result = inv.run()
         results.append(result)
@@ -66,10 +69,21 @@ def demo(
             console.print(findings_table(result.findings))
     checks = _replay_and_verify(results)
     if as_json:
-        print_json({"deployment": str(root), "investigations": [
-            {"question": q, "status": r.status, "transcript": r.transcript,
-             "findings": [f.model_dump(mode="json") for f in r.findings]}
-            for q, r in zip(QUESTIONS, results, strict=True)], "checks": checks})
+        print_json(
+            {
+                "deployment": str(root),
+                "investigations": [
+                    {
+                        "question": q,
+                        "status": r.status,
+                        "transcript": r.transcript,
+                        "findings": [f.model_dump(mode="json") for f in r.findings],
+                    }
+                    for q, r in zip(QUESTIONS, results, strict=True)
+                ],
+                "checks": checks,
+            }
+        )
     else:
         _print_next_steps(root, results, checks)
     if not all(checks.values()) or any(r.status != "answered" for r in results):
@@ -96,7 +110,7 @@ def _print_next_steps(root: Path, results: list[RunResult], checks: dict[str, bo
         f"  sleuth verify {first}\n"
         f"  sleuth replay {first}\n"
         f"  sleuth tool checkpoint_summary model_dir={root}/models/DeepSeek-V3-demo-FP8\n"
-        "  sleuth ask \"does /models/X keep its MTP heads?\" --host gpu1   "
+        '  sleuth ask "does /models/X keep its MTP heads?" --host gpu1   '
         "(hosts in sleuth.toml; see README)\n"
         "Set ANTHROPIC_API_KEY (or pass --base-url) and `sleuth ask` answers open questions too.",
         highlight=False,

@@ -74,8 +74,9 @@ def run_tool(
     inputs = {"host": host, **parse_assignments(assignments or [])}
     approver: Approver = approve_with_yes if yes else deny_all
     try:
-        ctx = build_context(settings, [host], approver=approver,
-                            accept_new_host_key=accept_new_host_key)
+        ctx = build_context(
+            settings, [host], approver=approver, accept_new_host_key=accept_new_host_key
+        )
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     try:
@@ -87,9 +88,11 @@ def run_tool(
         print_json(result)
     elif result.ok:
         console.print(escape(result.output), highlight=False, soft_wrap=True)
-        console.print(f"[dim]{name} on {host}: {result.duration_s * 1000:.0f} ms"
-                      f"{', ' + str(result.bytes_cut) + ' bytes cut' if result.bytes_cut else ''}"
-                      "[/]")
+        console.print(
+            f"[dim]{name} on {host}: {result.duration_s * 1000:.0f} ms"
+            f"{', ' + str(result.bytes_cut) + ' bytes cut' if result.bytes_cut else ''}"
+            "[/]"
+        )
     else:
         console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}")
     if not result.ok:
@@ -100,8 +103,17 @@ def list_tools(as_json: bool = JsonOption) -> None:
     """List the tools a model may call, with their input schemas."""
     tools = sorted(all_tools().values(), key=lambda t: (t.mutating, t.name))
     if as_json:
-        print_json([{"name": t.name, "mutating": t.mutating, "description": t.description,
-                     "input_schema": t.input_schema()} for t in tools])
+        print_json(
+            [
+                {
+                    "name": t.name,
+                    "mutating": t.mutating,
+                    "description": t.description,
+                    "input_schema": t.input_schema(),
+                }
+                for t in tools
+            ]
+        )
         return
     table = Table(title="Sleuth tools", show_lines=True)
     table.add_column("tool", style="bold")
@@ -110,10 +122,13 @@ def list_tools(as_json: bool = JsonOption) -> None:
     table.add_column("what it does")
     for t in tools:
         props = t.input_schema().get("properties", {})
-        inputs = "\n".join(f"{k}: {v.get('type', v.get('anyOf', [{}])[0].get('type', '?'))}"
-                           for k, v in props.items())
-        table.add_row(t.name, "yes" if t.mutating else "no", inputs,
-                      (t.description.split("\n\n")[0]))
+        inputs = "\n".join(
+            f"{k}: {v.get('type', v.get('anyOf', [{}])[0].get('type', '?'))}"
+            for k, v in props.items()
+        )
+        table.add_row(
+            t.name, "yes" if t.mutating else "no", inputs, (t.description.split("\n\n")[0])
+        )
     console.print(table)
 
 
@@ -127,8 +142,12 @@ def show_hosts(
     settings = settings_or_exit(config)
     rows: list[dict[str, Any]] = []
     for name, host_cfg in settings.hosts.items():
-        row: dict[str, Any] = {"name": name, "ssh": host_cfg.ssh or "(this machine)",
-                               "roots": host_cfg.roots, "allow": host_cfg.allow}
+        row: dict[str, Any] = {
+            "name": name,
+            "ssh": host_cfg.ssh or "(this machine)",
+            "roots": host_cfg.roots,
+            "allow": host_cfg.allow,
+        }
         if check:
             row.update(_check_host(settings, name))
         rows.append(row)
@@ -153,8 +172,12 @@ def _check_host(settings: Any, name: str) -> dict[str, Any]:
         sandbox.host.close()
     except (HostError, ConfigError, OSError) as exc:
         return {"ok": False, "error": str(exc)}
-    return {"ok": run.exit_code == 0, "latency_ms": round(latency_ms, 1), "roots_found": roots,
-            **extra}
+    return {
+        "ok": run.exit_code == 0,
+        "latency_ms": round(latency_ms, 1),
+        "roots_found": roots,
+        **extra,
+    }
 
 
 def _print_hosts(rows: list[dict[str, Any]], check: bool, source: str | None) -> None:

@@ -51,20 +51,29 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
         raise ToolError(f"{python} is not available on host {args.host!r}: {exc}") from exc
     if run.exit_code != 0:
         detail = run.stderr.decode(errors="replace").strip().splitlines()
-        raise ToolError(f"{python} failed on host {args.host!r} (exit {run.exit_code}): "
-                        f"{detail[-1] if detail else 'no message'}; pass python=/path/to/python")
+        raise ToolError(
+            f"{python} failed on host {args.host!r} (exit {run.exit_code}): "
+            f"{detail[-1] if detail else 'no message'}; pass python=/path/to/python"
+        )
     env = PythonEnv.model_validate(json.loads(run.stdout))
     for pkg in env.packages:
         pkg.inside_roots = pkg.path is not None and _inside(sandbox.real_roots, pkg.path)
     lines = [f"{env.python} (Python {env.python_version}) on {args.host}"]
     for pkg in env.packages:
         if pkg.installed:
-            where = pkg.path if pkg.inside_roots else f"{pkg.path} (outside the roots: not readable)"
+            where = (
+                pkg.path if pkg.inside_roots else f"{pkg.path} (outside the roots: not readable)"
+            )
             lines.append(f"{pkg.name} {pkg.version or '(version unknown)'} at {where}")
         else:
             lines.append(f"{pkg.name}: not installed")
-    return ToolResult(ok=True, output="\n".join(lines) + "\n", data=env.model_dump(mode="json"),
-                      argv=[run.argv], exit_code=run.exit_code)
+    return ToolResult(
+        ok=True,
+        output="\n".join(lines) + "\n",
+        data=env.model_dump(mode="json"),
+        argv=[run.argv],
+        exit_code=run.exit_code,
+    )
 
 
 def _inside(roots: list[str], path: str) -> bool:
@@ -113,19 +122,33 @@ def gpu_info(ctx: ToolContext, args: GpuInfoInput) -> ToolResult:
         f"driver {g.driver}, compute capability {g.compute_capability}"
         for g in gpus
     ]
-    return ToolResult(ok=True, output="\n".join(lines) + "\n",
-                      data={"gpus": [g.model_dump() for g in gpus]}, argv=[run.argv],
-                      exit_code=0)
+    return ToolResult(
+        ok=True,
+        output="\n".join(lines) + "\n",
+        data={"gpus": [g.model_dump() for g in gpus]},
+        argv=[run.argv],
+        exit_code=0,
+    )
 
 
 def _no_gpu(host: str, why: str, argv: list[str]) -> ToolResult:
-    return ToolResult(ok=True, output=f"No GPU on host {host}: {why}.\n",
-                      data={"gpus": [], "reason": why}, argv=[argv])
+    return ToolResult(
+        ok=True,
+        output=f"No GPU on host {host}: {why}.\n",
+        data={"gpus": [], "reason": why},
+        argv=[argv],
+    )
 
 
 def _parse_gpu(line: str) -> GPU:
     f = [part.strip() for part in line.split(",")]
     util = f[4] if f[4].isdigit() else None
-    return GPU(index=int(f[0]), name=f[1], memory_total_mib=int(float(f[2])),
-               memory_used_mib=int(float(f[3])), utilization_pct=int(util) if util else None,
-               driver=f[5], compute_capability=f[6])
+    return GPU(
+        index=int(f[0]),
+        name=f[1],
+        memory_total_mib=int(float(f[2])),
+        memory_used_mib=int(float(f[3])),
+        utilization_pct=int(util) if util else None,
+        driver=f[5],
+        compute_capability=f[6],
+    )

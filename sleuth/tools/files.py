@@ -67,8 +67,9 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
     if total is None and not run.stdout_cut:
         total = 0
     head = f"{path} lines {args.start}-{shown_end} of {total if total is not None else '?'}\n"
-    text, cut = cap_output(head + note + body, ctx.limits.max_output_bytes, limit + 2,
-                           run.stdout_cut)
+    text, cut = cap_output(
+        head + note + body, ctx.limits.max_output_bytes, limit + 2, run.stdout_cut
+    )
     return ToolResult(
         ok=True,
         output=text,
@@ -119,9 +120,12 @@ def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
     summary = f"{at_least}{len(matches)} matching lines in {at_least}{len(files)} files"
     if not matches:
         summary = f"no matches for {args.pattern!r} under {path}"
-    text, cut = cap_output("\n".join(lines) + ("\n" if lines else ""),
-                           ctx.limits.max_output_bytes, ctx.limits.max_output_lines,
-                           run.stdout_cut)
+    text, cut = cap_output(
+        "\n".join(lines) + ("\n" if lines else ""),
+        ctx.limits.max_output_bytes,
+        ctx.limits.max_output_lines,
+        run.stdout_cut,
+    )
     return ToolResult(
         ok=True,
         output=f"{text}{summary}\n",
@@ -156,19 +160,29 @@ def list_dir(ctx: ToolContext, args: ListDirInput) -> ToolResult:
     """
     sandbox = ctx.host(args.host)
     path = sandbox.resolve(args.path)
-    argv = ["find", "-P", path, "-mindepth", "1", "-maxdepth", str(args.depth),
-            "-printf", r"%y\t%s\t%P\n"]
+    argv = [
+        "find",
+        "-P",
+        path,
+        "-mindepth",
+        "1",
+        "-maxdepth",
+        str(args.depth),
+        "-printf",
+        r"%y\t%s\t%P\n",
+    ]
     run = sandbox.run(argv)
     if run.timed_out or run.exit_code not in (0, 1):
         raise ToolError(_command_failure(run.stderr, run.exit_code, run.timed_out, path))
-    entries = []
+    entries: list[dict[str, Any]] = []
     for line in run.stdout.decode(errors="replace").splitlines():
         parts = line.split("\t", 2)
         if len(parts) == 3 and parts[1].isdigit():
-            entries.append({"kind": _KINDS.get(parts[0], "other"), "size": int(parts[1]),
-                            "name": parts[2]})
+            entries.append(
+                {"kind": _KINDS.get(parts[0], "other"), "size": int(parts[1]), "name": parts[2]}
+            )
     seen = len(entries)
-    entries.sort(key=lambda e: e["name"])
+    entries.sort(key=lambda e: str(e["name"]))
     shown = entries[: args.max_entries]
     more = seen - len(shown)
     body = "".join(
@@ -178,8 +192,11 @@ def list_dir(ctx: ToolContext, args: ListDirInput) -> ToolResult:
     tail = ""
     if more or run.stdout_cut:
         tail = f"[truncated: {more} more entries{' and more not read' if run.stdout_cut else ''}]\n"
-    text, cut = cap_output(f"{path}: {seen} entries\n{body}", ctx.limits.max_output_bytes,
-                           ctx.limits.max_output_lines + 1)
+    text, cut = cap_output(
+        f"{path}: {seen} entries\n{body}",
+        ctx.limits.max_output_bytes,
+        ctx.limits.max_output_lines + 1,
+    )
     return ToolResult(
         ok=True,
         output=text + tail,
@@ -193,7 +210,9 @@ def list_dir(ctx: ToolContext, args: ListDirInput) -> ToolResult:
 
 class ReadJsonInput(ToolInput):
     path: str = Field(description="JSON file, e.g. a checkpoint's config.json.")
-    pointer: str = Field("", description="JSON Pointer into the file, e.g. /text_config/num_experts")
+    pointer: str = Field(
+        "", description="JSON Pointer into the file, e.g. /text_config/num_experts"
+    )
 
 
 @tool()
@@ -218,8 +237,9 @@ def read_json(ctx: ToolContext, args: ReadJsonInput) -> ToolResult:
         raise ToolError(f"{path} is not valid JSON: {exc}") from exc
     value = resolve_pointer(doc, args.pointer)
     rendered = json.dumps(value, indent=2, ensure_ascii=False)
-    text, cut = cap_output(rendered + "\n", ctx.limits.max_output_bytes,
-                           ctx.limits.max_output_lines)
+    text, cut = cap_output(
+        rendered + "\n", ctx.limits.max_output_bytes, ctx.limits.max_output_lines
+    )
     return ToolResult(
         ok=True,
         output=f"{path}{args.pointer or ''}:\n{text}",

@@ -55,8 +55,14 @@ def check_arg(value: str, what: str = "argument") -> str:
 class SandboxedHost:
     """A host seen through its policy: only paths inside its roots, only capped commands."""
 
-    def __init__(self, name: str, host: Host, config: HostConfig, limits: Limits,
-                 config_source: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        host: Host,
+        config: HostConfig,
+        limits: Limits,
+        config_source: str | None = None,
+    ) -> None:
         self.name, self.host, self.config, self.limits = name, host, config, limits
         self.config_source = config_source or "sleuth.toml"
         self._real_roots: list[str] | None = None
@@ -100,8 +106,9 @@ class SandboxedHost:
         return real
 
     def _inside(self, real: str) -> bool:
-        return any(real == root or real.startswith(root.rstrip("/") + "/")
-                   for root in self.real_roots)
+        return any(
+            real == root or real.startswith(root.rstrip("/") + "/") for root in self.real_roots
+        )
 
     def _roots_text(self) -> str:
         return ", ".join(self.real_roots or self.config.roots) or "(no roots)"
@@ -115,8 +122,14 @@ class SandboxedHost:
             f"{self.config_source}"
         )
 
-    def run(self, argv: Sequence[str], *, timeout: float | None = None,
-            max_bytes: int | None = None, stdin: bytes | None = None) -> RunResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        max_bytes: int | None = None,
+        stdin: bytes | None = None,
+    ) -> RunResult:
         for arg in argv:
             check_arg(arg)
         return self.host.run(

@@ -94,12 +94,14 @@ class Tool:
 _TOOLS: dict[str, Tool] = {}
 
 
-def tool(*, mutating: bool = False) -> Callable[[Callable[[ToolContext, In], ToolResult]],
-                                                 Callable[[ToolContext, In], ToolResult]]:
+def tool(
+    *, mutating: bool = False
+) -> Callable[[Callable[[ToolContext, In], ToolResult]], Callable[[ToolContext, In], ToolResult]]:
     """Register a function as a tool. Its second parameter's type is the input model."""
 
-    def register(fn: Callable[[ToolContext, In], ToolResult]) -> Callable[[ToolContext, In],
-                                                                          ToolResult]:
+    def register(
+        fn: Callable[[ToolContext, In], ToolResult],
+    ) -> Callable[[ToolContext, In], ToolResult]:
         hints = typing.get_type_hints(fn)
         params = list(inspect.signature(fn).parameters)
         model = hints[params[1]]

@@ -433,7 +433,12 @@ class SSHHost:
 
     def _authenticate(self, transport: paramiko.Transport, end: Endpoint) -> None:
         tried: list[str] = []
-        agent = None if end.identities_only else paramiko.Agent()
+        agent = None
+        if not end.identities_only:
+            try:
+                agent = paramiko.Agent()
+            except paramiko.SSHException as exc:  # SSH_AUTH_SOCK names a dead agent
+                tried.append(f"ssh-agent (unreachable: {exc})")
         try:
             for label, key in self._candidate_keys(end, agent, tried):
                 try:
@@ -493,7 +498,7 @@ class SSHHost:
                 try:
                     return op(transport), reconnected
                 except _DROPS as exc:
-                    if transport.is_active():
+                    if not _is_drop(transport, exc):
                         raise
                     self._forget(transport)
                     if not retry:
@@ -544,6 +549,11 @@ class SSHHost:
         result.reconnected = reconnected
         if result.exit_code == 127 and result.stderr.startswith(b"timeout: failed to run"):
             raise HostError(f"{argv[0]}: command not found on host {self.name!r}")
+        if result.exit_code == 127 and b"timeout: command not found" in result.stderr:
+            raise HostError(
+                f"host {self.name!r} has no `timeout` command, which Sleuth needs to stop "
+                f"remote commands on time; install GNU coreutils there"
+            )
         return result
 
     def _exec(
@@ -681,6 +691,14 @@ class SSHHost:
     def close(self) -> None:
         with self._lock:
             self._close_transports()
+
+
+def _is_drop(transport: paramiko.Transport, exc: BaseException) -> bool:
+    """Whether `exc` means the connection is gone, rather than a file error from SFTP."""
+    if isinstance(exc, EOFError) or (isinstance(exc, OSError) and exc.errno is None):
+        # A write can fail before paramiko's reader thread sees the drop and ends.
+        transport.join(0.5)
+    return not transport.is_active()
 
 
 def _why(exc: OSError) -> str:

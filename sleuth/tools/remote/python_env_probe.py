@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import sys
+from typing import Any
 
 PACKAGES = {
     "sglang": "sglang",
@@ -20,7 +21,7 @@ PACKAGES = {
 }
 
 
-def probe(name, dist):
+def probe(name: str, dist: str) -> dict[str, Any]:
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
@@ -36,12 +37,20 @@ def probe(name, dist):
         return {"name": name, "installed": False, "version": version, "path": None}
     locations = list(spec.submodule_search_locations or [])
     path = locations[0] if locations else spec.origin
-    return {"name": name, "installed": True, "version": version,
-            "path": os.path.realpath(path) if path else None}
+    return {
+        "name": name,
+        "installed": True,
+        "version": version,
+        "path": os.path.realpath(path) if path else None,
+    }
 
 
-print(json.dumps({
-    "python": sys.executable,
-    "python_version": platform.python_version(),
-    "packages": [probe(n, d) for n, d in PACKAGES.items()],
-}))
+print(
+    json.dumps(
+        {
+            "python": sys.executable,
+            "python_version": platform.python_version(),
+            "packages": [probe(n, d) for n, d in PACKAGES.items()],
+        }
+    )
+)
