@@ -39,15 +39,29 @@ class Scripted:
         turn = len(request.messages) // 2 + 1
         if turn <= TOOL_TURNS:
             blocks = [
-                ContentBlock(type="tool_use", id=f"c{turn}_{j}", name="read_lines",
-                             input={"host": "local", "path": f"shard{turn}_{j}.txt"})
+                ContentBlock(
+                    type="tool_use",
+                    id=f"c{turn}_{j}",
+                    name="read_lines",
+                    input={"host": "local", "path": f"shard{turn}_{j}.txt"},
+                )
                 for j in (1, 2)
             ]
         elif turn == TOOL_TURNS + 1:
             evidence = [{"call_id": "c7_1", "quote": "model.layers.3.mlp.gate_proj.weight BF16"}]
-            blocks = [ContentBlock(type="tool_use", id="f1", name="report_finding", input={
-                "claim": "Layer 3 is BF16.", "verdict": "yes", "confidence": 0.9,
-                "evidence": evidence})]
+            blocks = [
+                ContentBlock(
+                    type="tool_use",
+                    id="f1",
+                    name="report_finding",
+                    input={
+                        "claim": "Layer 3 is BF16.",
+                        "verdict": "yes",
+                        "confidence": 0.9,
+                        "evidence": evidence,
+                    },
+                )
+            ]
         else:
             blocks = [ContentBlock(type="text", text="Done.")]
         usage = Usage(input_tokens=1000, output_tokens=50)
@@ -55,18 +69,39 @@ class Scripted:
 
 
 def canned(ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
-    return ToolResult(ok=True, output=OUTPUT, argv=[["sed", "-n", "1,40p", "--", raw["path"]]],
-                      exit_code=0, duration_s=0.01)
+    return ToolResult(
+        ok=True,
+        output=OUTPUT,
+        argv=[["sed", "-n", "1,40p", "--", raw["path"]]],
+        exit_code=0,
+        duration_s=0.01,
+    )
 
 
 def record(folder: Path) -> Path:
     writer = TranscriptWriter.create(folder, "bench")
     tools = tool_specs()
-    writer.append(SessionStarted(session_id="bench", question="q", hosts=[], brain="anthropic",
-                                 model=Scripted.model, budget=BUDGET.model_dump(), tools=tools))
-    inv = Investigation(brain=Scripted(), ctx=ToolContext(hosts={}), writer=writer, system="",
-                        tools=tools, messages=[opening_message("q", [])], budget=BUDGET,
-                        executor=canned)
+    writer.append(
+        SessionStarted(
+            session_id="bench",
+            question="q",
+            hosts=[],
+            brain="anthropic",
+            model=Scripted.model,
+            budget=BUDGET.model_dump(),
+            tools=tools,
+        )
+    )
+    inv = Investigation(
+        brain=Scripted(),
+        ctx=ToolContext(hosts={}),
+        writer=writer,
+        system="",
+        tools=tools,
+        messages=[opening_message("q", [])],
+        budget=BUDGET,
+        executor=canned,
+    )
     result = inv.run()
     assert result.status == "answered" and result.findings[0].grounded
     return writer.path
