@@ -21,6 +21,8 @@ sys.path.insert(0, str(HERE))
 from scripted_api import ScriptedAPI, finding, message, text, tool_use  # noqa: E402
 
 from sleuth.agent.brains import AnthropicBrain  # noqa: E402
+from sleuth.agent.playbooks import PlaybookBrain  # noqa: E402
+from sleuth.demo_deployment import build_demo  # noqa: E402
 from sleuth.config import Budget, HostConfig, Settings  # noqa: E402
 from sleuth.testing import record  # noqa: E402
 from sleuth.tools.connect import build_context  # noqa: E402
@@ -78,6 +80,13 @@ CASES: dict[str, tuple[str, list[Any], Budget]] = {
                      Budget(max_turns=2)),
 }
 
+# The offline playbook on the demo deployment; replayed both with the recorded turns and with
+# PlaybookBrain re-driving them, so a change in the playbook's plan shows as a divergence.
+PLAYBOOK_CASES = {
+    "playbook-mtp-trap": "Does DeepSeek-V3-demo-FP8 still carry its MTP heads?",
+    "playbook-quantisation": "What is Qwen3.5-MoE-demo-NVFP4 quantised to?",
+}
+
 
 def main() -> None:
     deployment()
@@ -87,6 +96,13 @@ def main() -> None:
         with ScriptedAPI(script) as api:
             brain = AnthropicBrain("claude-sonnet-4-5", api_key="reference", base_url=api.url)
             path = record(OUT / f"{name}.jsonl", question, brain, ctx, settings)
+        print(f"wrote {path.relative_to(HERE.parent)}")
+    demo = ROOT.parent / "demo"
+    build_demo(demo)
+    settings = Settings(hosts={"local": HostConfig(roots=[str(demo)])})
+    for name, question in PLAYBOOK_CASES.items():
+        path = record(OUT / f"{name}.jsonl", question, PlaybookBrain(),
+                      build_context(settings, []), settings)
         print(f"wrote {path.relative_to(HERE.parent)}")
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sleuth.agent.brains import AnthropicBrain
+from sleuth.agent.playbooks import PlaybookBrain
 from sleuth.agent.protocols import BrainReply, Request
 from sleuth.agent.replay import read_recording, replay
 from sleuth.agent.session import start_investigation
@@ -188,6 +189,10 @@ def test_reference_transcripts_replay_to_their_recorded_findings(path: Path) -> 
     assert result.ok, result.divergence and result.divergence.describe()
     assert result.findings == result.recorded_findings
     assert result.status == result.recorded_status
+    if read_recording(path).start.brain == "playbook":
+        redriven = replay(path, brain=PlaybookBrain())
+        assert redriven.ok, redriven.divergence and redriven.divergence.describe()
+        assert redriven.findings == redriven.recorded_findings
 
 
 def test_there_are_reference_transcripts() -> None:
