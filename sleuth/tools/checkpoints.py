@@ -220,20 +220,20 @@ def summarize(sandboxed: SandboxedHost, model_dir: str) -> CheckpointSummary:
     """Run the analysis where the data is: in-process, on the host's python3, or over SFTP."""
     if isinstance(sandboxed.host, LocalHost):
         fs = probe.LocalFs(sandboxed.real_roots)
-        raw = _analyse(lambda: probe.collect(model_dir, fs))
+        raw = _analyse(lambda: probe.summarise(model_dir, fs))
         return _validated(raw, "in-process", raw["bytes_read"], None)
     remote = _on_host_python(sandboxed, model_dir)
     if remote is not None:
         return remote
     sftp = SftpFs(sandboxed)
     with ThreadPoolExecutor(READ_THREADS) as pool:
-        raw = _analyse(lambda: probe.collect(model_dir, sftp, pool.map))
+        raw = _analyse(lambda: probe.summarise(model_dir, sftp, pool.map))
     return _validated(raw, "sftp", sftp.bytes_read, sftp.bytes_read)
 
 
-def _analyse(gather: Any) -> dict[str, Any]:
+def _analyse(run: Any) -> dict[str, Any]:
     try:
-        result: dict[str, Any] = probe.analyse(gather())
+        result: dict[str, Any] = run()
     except probe.ProbeError as exc:
         raise ToolError(str(exc)) from None
     return result

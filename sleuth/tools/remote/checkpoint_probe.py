@@ -702,8 +702,8 @@ def _group(names: list[str], dtypes: list[str], shapes: list[tuple[int, ...]]) -
     those few hundred groups then merge.
     """
     joined = "\n".join(names)
-    fast = bool(names) and joined.isascii() and "\0" not in joined
-    if fast and joined.count("\n") == len(names) - 1:
+    fast = joined.isascii() and "\0" not in joined and joined.count("\n") == len(names) - 1
+    if fast:
         raw = joined.encode("ascii")
         templates: list[Any] = raw.translate(_TO_NUL).decode("ascii").split("\n")
         numbers: list[Any] = raw.translate(_KEEP_DIGITS).split(b"\n")
@@ -716,7 +716,7 @@ def _group(names: list[str], dtypes: list[str], shapes: list[tuple[int, ...]]) -
         members.setdefault(key, []).append(number)
     merged: dict[Any, list[Any]] = {}
     for (template, dtype, shape), group in members.items():
-        texts = template if fast is False else tuple(_NUL_RUN.sub("\0", template).split("\0"))
+        texts = template if not fast else tuple(_NUL_RUN.sub("\0", template).split("\0"))
         merged.setdefault((texts, dtype, shape), []).extend(group)
     return {key: _Group(group, len(key[0]) - 1) for key, group in merged.items()}
 
@@ -949,17 +949,33 @@ def read_header(fs: Any, path: str, shard: str) -> dict[str, Any]:
     return parsed
 
 
+def summarise(model_dir: str, fs: Any, pmap: Mapper = map) -> dict[str, Any]:
+    """collect + analyse with the cyclic GC paused.
+
+    A big checkpoint's headers become ~10^6 dicts and lists, none in a cycle; with the
+    collector on, each generation-2 pass rescans all of them, which doubles the time.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return analyse(collect(model_dir, fs, pmap))
+    finally:
+        if paused:
+            gc.enable()
+
+
 def main(argv: list[str]) -> int:
     model_dir, roots = argv[1], argv[2:]
     try:
-        fs = LocalFs(roots)
-        summary = analyse(collect(model_dir, fs))
-        doc: dict[str, Any] = {"ok": True, "summary": summary}
+        doc: dict[str, Any] = {"ok": True, "summary": summarise(model_dir, LocalFs(roots))}
     except (ProbeError, OSError) as exc:
         doc = {"ok": False, "error": str(exc)}
     sys.stdout.write(json.dumps(doc, separators=(",", ":")))
-    return 0
+    sys.stdout.flush()
+    # Tearing down the interpreter frees every parsed object one by one; the answer
+    # is out already, so skip it.
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    main(sys.argv)
