@@ -186,7 +186,8 @@ def run_benchmark(ctx: ToolContext, args: RunBenchmarkInput) -> ToolResult:
 def _run_remote(host: SandboxedHost, args: RunBenchmarkInput) -> tuple[bytes, list[str]]:
     python = args.python or host.config.python
     argv = [python, "-", *loadgen_args(args, args.endpoint, None)]
-    result = host.run(argv, stdin=program(), timeout=args.timeout_s, max_bytes=64_000)
+    result = host.run(argv, stdin=program(), timeout=args.timeout_s, max_bytes=64_000,
+                      retry=False)  # a dropped connection must not send the load twice
     _check(result.exit_code, result.timed_out, result.stderr, host.name, python, args)
     out = _out_path(result.stdout)
     try:

@@ -65,8 +65,13 @@ class Host(Protocol):
         timeout: float,
         max_bytes: int,
         stdin: bytes | None = None,
+        retry: bool = True,
     ) -> RunResult:
-        """Run `argv` with a wall-clock timeout; keep at most `max_bytes` of stdout."""
+        """Run `argv` with a wall-clock timeout; keep at most `max_bytes` of stdout.
+
+        `retry=False` for commands that change the host: a dropped connection then fails the
+        call instead of running the command a second time after reconnecting.
+        """
         ...
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
@@ -121,6 +126,7 @@ class LocalHost:
         timeout: float,
         max_bytes: int,
         stdin: bytes | None = None,
+        retry: bool = True,
     ) -> RunResult:
         start = time.monotonic()
         try:

@@ -129,6 +129,7 @@ class SandboxedHost:
         timeout: float | None = None,
         max_bytes: int | None = None,
         stdin: bytes | None = None,
+        retry: bool = True,
     ) -> RunResult:
         for arg in argv:
             check_arg(arg)
@@ -137,6 +138,7 @@ class SandboxedHost:
             timeout=self.limits.timeout_s if timeout is None else timeout,
             max_bytes=self.limits.max_output_bytes if max_bytes is None else max_bytes,
             stdin=stdin,
+            retry=retry,
         )
 
     def check_allowed(self, tool: str) -> None:

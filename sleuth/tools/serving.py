@@ -267,6 +267,7 @@ def ctl(
         timeout=timeout,
         max_bytes=4 << 20,
         stdin=_program(),
+        retry=command not in ("start", "stop"),  # never start or stop a server twice
     )
     if result.timed_out:
         raise ToolError(
