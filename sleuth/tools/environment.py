@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 
 from pydantic import BaseModel, Field
@@ -27,6 +28,10 @@ class PythonEnv(BaseModel):
     packages: list[Package]
 
 
+# A read-only tool must not become a way to run any program on the host with argument "-".
+PYTHON_NAME = re.compile(r"(?:/[^\x00\n]*/)?python[0-9.]*")
+
+
 class PythonEnvInput(ToolInput):
     python: str | None = Field(
         None, description="Interpreter to inspect, e.g. /opt/venv/bin/python; default python3."
@@ -44,6 +49,11 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
     """
     sandbox = ctx.host(args.host)
     python = args.python or sandbox.config.python
+    if args.python is not None and not PYTHON_NAME.fullmatch(args.python):
+        raise ToolError(
+            f"python={args.python!r} is not a Python interpreter; give python3, python3.11 or "
+            f"the path of one, e.g. /opt/venv/bin/python"
+        )
     program = resources.files("sleuth.tools.remote").joinpath("python_env_probe.py").read_bytes()
     try:
         run = sandbox.run([python, "-"], stdin=program, timeout=60)

@@ -1,0 +1,88 @@
+"""The figures SECURITY.md quotes, collected while the adversarial suite runs.
+
+Tests call `figures.count(name, n)` (or `figures.note(name, value)`); with
+`pytest tests/adversarial --figures PATH` the totals are written to PATH as JSON
+when the session ends. Running this module prints them as the markdown table:
+
+    python -m tests.adversarial.figures figures.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+FIGURES: dict[str, dict[str, str]] = {
+    "fuzz_examples": {"what": "fuzzed tool calls over SSH", "expect": ">= 1000"},
+    "fuzz_commands_executed": {"what": "injected commands executed (canary)", "expect": "0"},
+    "fuzz_foreign_programs": {
+        "what": "programs run that are not Sleuth's own (read-only tools)",
+        "expect": "0",
+    },
+    "fuzz_reads_outside_roots": {"what": "outputs holding the SECRET marker", "expect": "0"},
+    "fuzz_unhandled": {"what": "exceptions or internal errors", "expect": "0"},
+    "fuzz_command_shell_runs": {
+        "what": "engine=command argv run through a shell",
+        "expect": "0",
+    },
+    "injection_unapproved_mutations": {
+        "what": "mutating calls run without approval",
+        "expect": "0",
+    },
+    "injection_outside_reads": {"what": "injected reads outside the roots served", "expect": "0"},
+    "injection_attempts_recorded": {
+        "what": "injected attempts missing from the transcript",
+        "expect": "0",
+    },
+    "faults_hangs_or_corrupt": {
+        "what": "faults ending in a hang or an unverifiable transcript",
+        "expect": "0",
+    },
+    "bombs_over_cap": {"what": "tool outputs over their byte/line caps", "expect": "0"},
+    "bombs_silent_cuts": {"what": "cuts not announced in the output", "expect": "0"},
+    "secrets_leaked_bytes": {
+        "what": "secret bytes in transcripts, model requests or terminal",
+        "expect": "0",
+    },
+    "host_keys_accepted": {"what": "unknown, changed or revoked keys accepted", "expect": "0"},
+}
+
+_lock = threading.Lock()
+_totals: dict[str, int] = {}
+
+
+def count(name: str, n: int = 1) -> None:
+    """Add `n` to figure `name` (created at 0 the first time it is touched)."""
+    if name not in FIGURES:
+        raise KeyError(f"unknown figure {name!r}; add it to FIGURES")
+    with _lock:
+        _totals[name] = _totals.get(name, 0) + n
+
+
+def touch(name: str) -> None:
+    """Mark a figure as measured even when nothing was counted (a true 0)."""
+    count(name, 0)
+
+
+def totals() -> dict[str, int]:
+    with _lock:
+        return dict(_totals)
+
+
+def write(path: Path) -> None:
+    rows = {name: {**FIGURES[name], "value": value} for name, value in totals().items()}
+    path.write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")
+
+
+def table(rows: dict[str, Any]) -> str:
+    lines = ["| figure | expected | measured |", "|---|---|---|"]
+    for name, row in rows.items():
+        lines.append(f"| {row['what']} (`{name}`) | {row['expect']} | {row['value']} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table(json.loads(Path(sys.argv[1]).read_text())))
