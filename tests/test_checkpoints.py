@@ -81,7 +81,7 @@ def test_qwen_style_mtp_heads_found_and_tensors_match_safe_open(tmp_path: Path) 
         "mtp_num_hidden_layers": 1,
         "mtp_use_dedicated_embeddings": False,
     }
-    assert s["via"] == "in-process"
+    assert s["via"] == "local-python"
 
 
 def test_deepseek_style_mtp_layer_past_num_hidden_layers(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import posixpath
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -100,7 +101,7 @@ class ShardTotals(BaseModel):
 
 class CheckpointSummary(BaseModel):
     model_dir: str
-    via: Literal["in-process", "host-python", "sftp"]
+    via: Literal["local-python", "in-process", "host-python", "sftp"]
     bytes_read_on_host: int
     bytes_over_wire: int | None
     files: dict[str, int]
@@ -156,6 +157,8 @@ def safetensors_header(ctx: ToolContext, args: HeaderInput) -> ToolResult:
     except probe.HeaderError as exc:
         raise ToolError(f"malformed safetensors file {path}: {exc}") from None
     parsed["size"] = st.size
+    metadata = parsed["metadata"]
+    parsed = probe.compact(parsed, shard, {}, None)
     summary = probe.analyse({"model_dir": posixpath.dirname(path), "headers": {shard: parsed}})
     report = HeaderReport(
         path=path,
@@ -163,7 +166,7 @@ def safetensors_header(ctx: ToolContext, args: HeaderInput) -> ToolResult:
         header_bytes=n,
         tensor_count=summary["tensor_count"],
         dtypes=summary["dtypes"],
-        metadata=parsed["metadata"],
+        metadata=metadata,
         declared_data_bytes=parsed["declared"],
         data_section_bytes=parsed["data"],
         logical_params=summary["params"]["logical"],
@@ -219,10 +222,15 @@ def checkpoint_summary(ctx: ToolContext, args: SummaryInput) -> ToolResult:
 def summarize(sandboxed: SandboxedHost, model_dir: str) -> CheckpointSummary:
     """Run the analysis where the data is: in-process, on the host's python3, or over SFTP."""
     if isinstance(sandboxed.host, LocalHost):
+        # As its own process: it forks workers (unsafe in this threaded process) and its
+        # ~0.2 GB of parsed headers go back to the OS when it exits.
+        local = _on_host_python(sandboxed, model_dir, sys.executable, "local-python")
+        if local is not None:
+            return local
         fs = probe.LocalFs(sandboxed.real_roots)
         raw = _analyse(lambda: probe.summarise(model_dir, fs))
         return _validated(raw, "in-process", raw["bytes_read"], None)
-    remote = _on_host_python(sandboxed, model_dir)
+    remote = _on_host_python(sandboxed, model_dir, sandboxed.config.python, "host-python")
     if remote is not None:
         return remote
     sftp = SftpFs(sandboxed)
@@ -239,11 +247,13 @@ def _analyse(run: Any) -> dict[str, Any]:
     return result
 
 
-def _on_host_python(sandboxed: SandboxedHost, model_dir: str) -> CheckpointSummary | None:
+def _on_host_python(
+    sandboxed: SandboxedHost, model_dir: str, python: str, via: str
+) -> CheckpointSummary | None:
     """The probe run by the host's python3; None when there is no usable interpreter."""
     program = importlib.resources.files("sleuth.tools.remote").joinpath("checkpoint_probe.py")
     code = program.read_bytes()
-    argv = [sandboxed.config.python, "-", model_dir, *sandboxed.real_roots]
+    argv = [python, "-", model_dir, *sandboxed.real_roots]
     try:
         run = sandboxed.run(argv, stdin=code, max_bytes=PROBE_OUTPUT_CAP)
     except HostError as exc:
@@ -264,7 +274,8 @@ def _on_host_python(sandboxed: SandboxedHost, model_dir: str) -> CheckpointSumma
     if not doc.get("ok"):
         raise ToolError(str(doc.get("error")))
     raw = doc["summary"]
-    return _validated(raw, "host-python", raw["bytes_read"], len(code) + len(run.stdout))
+    wire = None if via == "local-python" else len(code) + len(run.stdout)
+    return _validated(raw, via, raw["bytes_read"], wire)
 
 
 def _validated(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import getpass
 import hashlib
 import hmac
@@ -319,11 +320,13 @@ class SSHHost:
         self.reconnects = 0
         self._lock = threading.RLock()
         self._count_lock = threading.Lock()
-        self._sftp_lock = threading.Lock()
+        self._sftp_cond = threading.Condition()
+        self._sftp_transport: paramiko.Transport | None = None
+        self._sftp_idle: list[tuple[paramiko.SFTPClient, bool]] = []
+        self._sftp_count = self._sftp_want = 0
         self._channels = threading.BoundedSemaphore(MAX_CHANNELS)
         self._transport: paramiko.Transport | None = None
         self._jumps: list[paramiko.Transport] = []
-        self._sftp: tuple[paramiko.Transport, paramiko.SFTPClient] | None = None
         self._connected_once = False
         self._auth_used = ""
         self._endpoint: Endpoint | None = None
@@ -516,7 +519,8 @@ class SSHHost:
                 self._close_transports()
 
     def _close_transports(self) -> None:
-        self._sftp = None
+        with self._sftp_cond:
+            self._sftp_reset(None)
         for transport in [self._transport, *reversed(self._jumps)]:
             if transport is not None:
                 transport.close()
@@ -657,14 +661,74 @@ class SSHHost:
         )
 
     def _sftp_do(self, transport: paramiko.Transport, op: Callable[[paramiko.SFTPClient], T]) -> T:
-        # paramiko's SFTPClient loses responses when threads wait on it at once: one at a time.
-        with self._sftp_lock:
-            if self._sftp is None or self._sftp[0] is not transport:
-                client = paramiko.SFTPClient.from_transport(transport)
-                if client is None:
-                    raise paramiko.SSHException("the host refused the SFTP subsystem")
-                self._sftp = (transport, client)
-            return op(self._sftp[1])
+        # paramiko's SFTPClient loses responses when threads wait on it at once, so a client
+        # serves one thread at a time; concurrent callers get a small pool of clients.
+        client, extra = self._sftp_take(transport)
+        ok = False
+        try:
+            result = op(client)
+            ok = True
+        except OSError as exc:
+            ok = exc.errno is not None  # a file error leaves the client usable
+            raise
+        finally:
+            self._sftp_give(transport, client, extra, ok)
+        return result
+
+    def _sftp_take(self, transport: paramiko.Transport) -> tuple[paramiko.SFTPClient, bool]:
+        """An idle client, else a new one: the first freely, further ones (`extra`) only
+        while an exec slot is free, held until the extra client closes, so that exec and
+        SFTP channels together stay within sshd's MaxSessions."""
+        with self._sftp_cond:
+            if self._sftp_transport is not transport:
+                self._sftp_reset(transport)
+            self._sftp_want += 1
+            while not self._sftp_idle:
+                extra = self._sftp_count > 0
+                if not extra or self._channels.acquire(blocking=False):
+                    self._sftp_count += 1
+                    break
+                self._sftp_cond.wait()
+                if self._sftp_transport is not transport:  # reconnected meanwhile
+                    raise paramiko.SSHException("the connection was replaced")
+            else:
+                return self._sftp_idle.pop()
+        try:
+            client = paramiko.SFTPClient.from_transport(transport)
+            if client is None:
+                raise paramiko.SSHException("the host refused the SFTP subsystem")
+        except BaseException:
+            self._sftp_give(transport, None, extra, False)
+            raise
+        return client, extra
+
+    def _sftp_give(self, transport: paramiko.Transport, client: Any, extra: bool, ok: bool) -> None:
+        """Back to the pool; an extra client closes once no other caller waits for one."""
+        with self._sftp_cond:
+            current = self._sftp_transport is transport
+            if current:
+                self._sftp_want -= 1
+            keep = ok and current and (not extra or self._sftp_want > len(self._sftp_idle))
+            if keep:
+                self._sftp_idle.append((client, extra))
+            else:
+                if current:
+                    self._sftp_count -= 1
+                if extra:
+                    self._channels.release()
+            self._sftp_cond.notify()
+        if not keep and client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+
+    def _sftp_reset(self, transport: paramiko.Transport | None) -> None:
+        """Forget the clients of a closed transport (they died with it); caller holds the lock."""
+        for _, extra in self._sftp_idle:
+            if extra:
+                self._channels.release()
+        self._sftp_transport, self._sftp_idle = transport, []
+        self._sftp_count = self._sftp_want = 0
+        self._sftp_cond.notify_all()
 
     def describe(self) -> dict[str, Any]:
         """Address, user, key, host key and round-trip latency, for `sleuth hosts --check`."""

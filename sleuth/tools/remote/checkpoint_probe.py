@@ -8,12 +8,14 @@ one JSON document: {"ok": true, "summary": {...}} or {"ok": false, "error": "...
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import json
 import math
 import operator
 import os
+import pickle
 import re
 import struct
 import sys
@@ -564,6 +566,10 @@ class _Tally:
         m["markers"].update(p for p in _DEEPSEEK_MTP_PARTS if p in joined)
 
 
+def _space(sample: Any) -> Any:
+    return b" " if isinstance(sample, bytes) else " "
+
+
 class _Group:
     """Tensors sharing one template, dtype and shape, held as the numbers in their names.
 
@@ -575,7 +581,9 @@ class _Group:
         self.count, self.slots = len(members), slots
         # Within one template a name is its numbers: distinct members <=> distinct names.
         self.distinct = len(set(members)) == self.count
-        self.numbers: list[Any] = (members[0][:0].join(members) if slots else "").split()
+        if slots and len(set(map(type, members))) > 1:  # bytes from ASCII shards, str from others
+            members = [m.decode("ascii") if isinstance(m, bytes) else m for m in members]
+        self.numbers: list[Any] = (_space(members[0]).join(members) if slots else "").split()
 
     def column(self, slot: int) -> list[Any]:
         return self.numbers[slot :: self.slots]
@@ -648,34 +656,29 @@ def analyse(inputs: dict[str, Any]) -> dict[str, Any]:
 def _weights(
     inputs: dict[str, Any], tally: _Tally, errors: list[str]
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Group every tensor by (template, dtype, shape), tally the groups, collapse them."""
+    """Merge every shard's tensor groups, tally them, collapse them into patterns."""
     headers: dict[str, Any] = inputs.get("headers", {})
     shard_info = {"count": len(headers), "file_bytes": 0, "declared_bytes": 0, "missing": 0,
                   "invalid": 0}  # fmt: skip
-    names: list[str] = []
-    dtypes: list[str] = []
-    shapes: list[tuple[int, ...]] = []
+    merged: dict[Any, list[Any]] = {}
     for shard, h in headers.items():
         if h.get("error"):
             errors.append(h["error"])
             shard_info["invalid" if h.get("size") is not None else "missing"] += 1
             lost = index_names(inputs, shard)
-            names += lost
-            dtypes += ["?"] * len(lost)
-            shapes += [()] * len(lost)
+            groups = shard_groups(lost, ["?"] * len(lost), [()] * len(lost))
         else:
             shard_info["file_bytes"] += h["size"]
             shard_info["declared_bytes"] += h["declared"]
-            tensors = h["tensors"]
-            names += tensors
-            dtypes += map(_DTYPE, tensors.values())
-            shapes += map(tuple, map(_SHAPE, tensors.values()))
-    groups = _group(names, dtypes, shapes)
-    if tally.quant is None and _looks_nvfp4(groups):
+            groups = h["groups"]
+        for key, numbers in groups.items():
+            merged.setdefault(key, []).extend(numbers)
+    tensor_groups = {key: _Group(numbers, len(key[0]) - 1) for key, numbers in merged.items()}
+    if tally.quant is None and _looks_nvfp4(tensor_groups):
         tally.quant = {"method": "inferred", "bits": 4, "sources": ["tensor dtypes"],
                        "algorithm": "NVFP4 (U8 weights with F8_E4M3 weight_scale)"}  # fmt: skip
     patterns = []
-    for (texts, dtype, shape), group in groups.items():
+    for (texts, dtype, shape), group in tensor_groups.items():
         tally.add(texts, dtype, shape, group)
         for rect in group.rectangles():
             patterns.append({
@@ -693,13 +696,15 @@ _TO_NUL = bytes.maketrans(_DIGIT_BYTES, b"\0" * 10)
 _KEEP_DIGITS = bytes(c if c in _DIGIT_BYTES or c == 10 else 32 for c in range(256))
 
 
-def _group(names: list[str], dtypes: list[str], shapes: list[tuple[int, ...]]) -> dict[Any, _Group]:
-    """{(template texts, dtype, shape): _Group}, in order of first appearance.
+def shard_groups(
+    names: list[str], dtypes: list[str], shapes: list[tuple[int, ...]]
+) -> dict[Any, list[Any]]:
+    """{(template texts, dtype, shape): numbers of each member}, in order of first appearance.
 
-    Byte-wise translate and split over all names joined, not a regex per name (a
-    regex pass alone costs ~1 s for 10^6 names). Each digit becomes a NUL, so names
-    first group by template *and* digit count ("layers.7" apart from "layers.12");
-    those few hundred groups then merge.
+    A member's numbers are its name's digit runs as one space-separated text. Byte-wise
+    translate and split run over all names joined, not a regex per name (a regex pass
+    alone costs ~1 s for 10^6 names). Each digit becomes a NUL, so names first group by
+    template *and* digit count ("layers.7" apart from "layers.12"); those groups then merge.
     """
     joined = "\n".join(names)
     fast = joined.isascii() and "\0" not in joined and joined.count("\n") == len(names) - 1
@@ -714,11 +719,39 @@ def _group(names: list[str], dtypes: list[str], shapes: list[tuple[int, ...]]) -
     members: dict[tuple[Any, str, tuple[int, ...]], list[Any]] = {}
     for key, number in zip(zip(templates, dtypes, shapes), numbers):  # noqa: B905
         members.setdefault(key, []).append(number)
-    merged: dict[Any, list[Any]] = {}
+    out: dict[Any, list[Any]] = {}
     for (template, dtype, shape), group in members.items():
-        texts = template if not fast else tuple(_NUL_RUN.sub("\0", template).split("\0"))
-        merged.setdefault((texts, dtype, shape), []).extend(group)
-    return {key: _Group(group, len(key[0]) - 1) for key, group in merged.items()}
+        texts = _texts(template) if fast else template
+        out.setdefault((texts, dtype, shape), []).extend(group)
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _texts(template: str) -> tuple[str, ...]:
+    return tuple(_NUL_RUN.sub("\0", template).split("\0"))
+
+
+def compact(
+    parsed: dict[str, Any], shard: str, inputs: dict[str, Any], listed: Counter[str] | None
+) -> dict[str, Any]:
+    """Replace a parsed header's tensors by their groups, checking names against the index.
+
+    Done shard by shard as headers arrive, so only one shard's per-tensor dicts are alive
+    at a time: the whole checkpoint's would take ~0.5 GB.
+    """
+    tensors = parsed.pop("tensors")
+    infos = tensors.values()
+    parsed["count"] = len(tensors)
+    parsed["groups"] = shard_groups(
+        list(tensors), list(map(_DTYPE, infos)), list(map(tuple, map(_SHAPE, infos)))
+    )
+    if listed is not None:
+        weight_map = inputs["index"]["weight_map"]
+        parsed["names_match"] = _shard_matches(weight_map, shard, tensors, listed[shard])
+        parsed["name_errors"] = []
+        if not parsed["names_match"]:
+            _name_mismatch(inputs, shard, tensors, parsed["name_errors"])
+    return parsed
 
 
 def index_names(inputs: dict[str, Any], shard: str) -> list[str]:
@@ -751,11 +784,10 @@ def _consistency(inputs: dict[str, Any], errors: list[str], warnings: list[str])
             )
     if index is None:
         return out
-    per_shard = Counter(index["weight_map"].values())
-    for shard, h in ok.items():
-        if not _shard_matches(index["weight_map"], shard, h["tensors"], per_shard[shard]):
+    for h in ok.values():
+        if not h.get("names_match", True):
             out["names_match"] = False
-            _name_mismatch(inputs, shard, h["tensors"], errors)
+            errors.extend(h["name_errors"])
     total = index["metadata"].get("total_size")
     out["total_size_declared"] = total
     if isinstance(total, int) and len(ok) == len(headers) and total != out["total_size_headers"]:
@@ -888,8 +920,12 @@ def collect(model_dir: str, fs: Any, pmap: Mapper = map) -> dict[str, Any]:
             inputs["files"][name] = size
     shards = _shard_names(model_dir, fs, sizes, inputs)
 
+    index = inputs.get("index")
+    listed = Counter(index["weight_map"].values()) if index else None
+
     def one(shard: str) -> dict[str, Any]:
-        return read_header(fs, join(model_dir, shard), shard)
+        header = read_header(fs, join(model_dir, shard), shard)
+        return header if header.get("error") else compact(header, shard, inputs, listed)
 
     inputs["headers"] = dict(zip(shards, pmap(one, shards)))  # noqa: B905
     inputs["bytes_read"] = getattr(fs, "bytes_read", 0)
@@ -964,10 +1000,74 @@ def summarise(model_dir: str, fs: Any, pmap: Mapper = map) -> dict[str, Any]:
             gc.enable()
 
 
+MAX_WORKERS = 16
+SHARDS_PER_WORKER = 4
+"""Fewer shards than this per extra process are not worth a fork."""
+
+
+def forked_map(fs: Any) -> Mapper:
+    """A map that shares the items between this process and forked workers.
+
+    Parsing headers is CPU-bound and holds the GIL, so threads would not help; a fork
+    inherits the parsed index (copy-on-write) and sends back only each shard's compact
+    groups, pickled. A worker that fails leaves its share to this process, which then
+    meets the same error itself. Only for a single-threaded process (the probe program).
+    """
+
+    def pmap(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        workers = min(_cpus(), MAX_WORKERS, len(items) // SHARDS_PER_WORKER)
+        if workers < 2 or not hasattr(os, "fork"):
+            return list(map(fn, items))
+        sys.stdout.flush()
+        children = [(k, *_fork_worker(fn, items[k::workers], fs)) for k in range(1, workers)]
+        results: list[Any] = [None] * len(items)
+        results[0::workers] = list(map(fn, items[0::workers]))
+        for k, pid, fd in children:
+            with os.fdopen(fd, "rb") as pipe:
+                payload = pipe.read()
+            os.waitpid(pid, 0)
+            try:
+                share, nbytes = pickle.loads(payload)
+            except Exception:  # the worker died: do its share here
+                share, nbytes = list(map(fn, items[k::workers])), 0
+            fs.bytes_read += nbytes
+            results[k::workers] = share
+        return results
+
+    return pmap
+
+
+def _fork_worker(fn: Callable[[Any], Any], share: list[Any], fs: Any) -> tuple[int, int]:
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_fd)
+        return pid, read_fd
+    status = 1
+    try:  # the child: never returns, never runs the parent's cleanup
+        os.close(read_fd)
+        before = fs.bytes_read
+        out = list(map(fn, share))
+        payload = pickle.dumps((out, fs.bytes_read - before), pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(write_fd, "wb") as pipe:
+            pipe.write(payload)
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def main(argv: list[str]) -> int:
     model_dir, roots = argv[1], argv[2:]
     try:
-        doc: dict[str, Any] = {"ok": True, "summary": summarise(model_dir, LocalFs(roots))}
+        fs = LocalFs(roots)
+        doc: dict[str, Any] = {"ok": True, "summary": summarise(model_dir, fs, forked_map(fs))}
     except (ProbeError, OSError) as exc:
         doc = {"ok": False, "error": str(exc)}
     sys.stdout.write(json.dumps(doc, separators=(",", ":")))
