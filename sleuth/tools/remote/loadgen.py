@@ -284,10 +284,8 @@ class LoadGen:
             t = now()
             if pending:
                 data = pending + data
-            if b"\r" in data:
-                # Normalised with what was pending, so a \r\n cut in two still matches;
-                # a trailing lone \r stays in the pending tail until its \n comes.
-                data = data.replace(b"\r\n", b"\n")
+            # Split on \n alone: a CRLF line keeps its \r, which strip() takes off below
+            # (and a blank "\r" line is no data line), so a \r\n cut in two needs nothing.
             lines = data.split(b"\n")
             pending = lines.pop()
             for line in lines:
