@@ -26,6 +26,7 @@ from sleuth.tools.connect import build_context
 from sleuth.tools.hosts import HostError
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver, deny_all
 from sleuth.tools.registry import all_tools, execute
+from sleuth.transcripts.redact import redact_obj
 
 
 def register(app: typer.Typer) -> None:
@@ -84,6 +85,8 @@ def run_tool(
     finally:
         for sandbox in ctx.hosts.values():
             sandbox.host.close()
+    # The terminal gets what a model would get: secrets redacted.
+    result = redact_obj(result)
     if as_json:
         print_json(result)
     elif result.ok:
