@@ -100,5 +100,4 @@ def test_select_brain_follows_the_flags_and_environment() -> None:
     assert select_brain(settings, None, None, env={"ANTHROPIC_API_KEY": "k"}).name == "anthropic"
     with pytest.raises(BrainError, match="--model is required"):
         select_brain(settings, "http://127.0.0.1:1/v1", None, env={})
-    with pytest.raises(BrainError, match="ANTHROPIC_API_KEY"):
-        select_brain(settings, None, None, env={})
+    assert select_brain(settings, None, None, env={}).name == "playbook"
