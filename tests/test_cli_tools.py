@@ -128,3 +128,15 @@ def test_hosts_check_reports_latency_user_key_and_roots(project: Path, sshd: SSH
     assert gpu1["user"] == sshd.user and "ed25519" in gpu1["host_key"].lower()
     assert gpu1["roots_found"] == {str(project): "dir"}
     assert rows["local"]["ok"]
+
+
+def test_bench_on_a_remote_host_needs_its_permission(project: Path, sshd: SSHServer) -> None:
+    proc = sleuth(
+        ["bench", "http://127.0.0.1:9", "-m", "m", "-c", "1", "--host", "gpu1"],
+        project,
+        sshd.home,
+    )
+    assert proc.returncode == 1
+    assert "not allowed on host 'gpu1'" in proc.stderr and 'allow = ["run_benchmark"]' in " ".join(
+        proc.stderr.replace("'", '"').split()
+    )

@@ -20,7 +20,7 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
-from sleuth.config import ConfigError
+from sleuth.config import LOCAL, ConfigError
 from sleuth.tools.bench import BenchRun, RunBenchmarkInput, run_benchmark, warnings
 from sleuth.tools.benchmetrics import Dist
 from sleuth.tools.connect import build_context
@@ -67,8 +67,8 @@ def bench(
 ) -> None:
     """Benchmark an OpenAI-compatible streaming server and print its latency and throughput.
 
-    You asked for it by typing the command, so no approval prompt is shown; the host's
-    own settings (python, connection) still apply.
+    Typing the command is the approval, so no prompt is shown. A remote host must still
+    permit it: `allow = ["run_benchmark"]` under its [hosts.NAME] in sleuth.toml.
 
     Example: sleuth bench http://127.0.0.1:30000 -m qwen -c 1,8,32 -n 128
     """
@@ -103,6 +103,8 @@ def bench(
         )
     try:
         ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
+        if host != LOCAL:
+            ctx.host(host).check_allowed("run_benchmark")
         result = run_benchmark(ctx, args)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
