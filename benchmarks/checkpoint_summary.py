@@ -8,6 +8,8 @@ holds every chunk 25 ms in each direction (tc netem is not available here).
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 import statistics
 import tempfile
 import threading
@@ -84,13 +86,35 @@ class DelayProxy:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def timed(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
-    spent, out = [], None
+PREVIOUS_S = {
+    "local (in-process)": 7.77,
+    "loopback SSH, host python3": 5.30,
+    "50 ms RTT link, host python3": 4.15,
+    "loopback SSH, no python3 (SFTP)": 12.66,
+    "50 ms RTT link, no python3 (SFTP)": 38.63,
+    "baseline: safe_open keys over every shard (local)": 1.33,
+}
+"""Seconds measured at commit 5132de3, before the speed work (another, busier run)."""
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process and its waited-for children (the local probe and its forks)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float, Any]:
+    """Median wall seconds, median CPU seconds (see cpu_s) and the last result."""
+    spent, cpu, out = [], [], None
     for _ in range(runs):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), cpu_s()
         out = fn()
         spent.append(time.perf_counter() - start)
-    return statistics.median(spent), out
+        cpu.append(cpu_s() - start_cpu)
+    return statistics.median(spent), statistics.median(cpu), out
 
 
 def safe_open_keys(folder: Path) -> int:
@@ -128,14 +152,17 @@ def measure(work: Path) -> list[dict[str, Any]]:
     fx.big_moe(folder)
     build_s = time.perf_counter() - start
     rows: list[dict[str, Any]] = []
-    keys_s, keys = timed(lambda: safe_open_keys(folder), 3)
+    keys_s, keys_cpu, keys = timed(lambda: safe_open_keys(folder), 3)
     local = ToolContext(
         hosts={
             "local": SandboxedHost("local", LocalHost(), HostConfig(roots=[str(work)]), Limits())
         }
     )
-    secs, data = timed(lambda: summarize(local, "local", folder), 3)
-    rows.append({"way": "local (in-process)", "s": secs, "data": data, "wire": None})
+    secs, cpu, data = timed(lambda: summarize(local, "local", folder), 3)
+    rows.append({"way": "local", "s": secs, "cpu": cpu, "data": data, "wire": None})
+    # The baseline again, right after, so both saw the same load on the shared machine.
+    again_s, again_cpu, _ = timed(lambda: safe_open_keys(folder), 3)
+    keys_s, keys_cpu = min(keys_s, again_s), min(keys_cpu, again_cpu)
     server = SSHServer.create(work / "sshd")
     proxy = DelayProxy(server.port)
     proxy.start()
@@ -166,9 +193,9 @@ def measure(work: Path) -> list[dict[str, Any]]:
             host.stat("/")  # connect outside the timing
             before = host.bytes_received
             runs = 1 if "SFTP" in way and "50 ms" in way else 3
-            secs, data = timed(lambda c=ctx: summarize(c, "remote", folder), runs)
+            secs, cpu, data = timed(lambda c=ctx: summarize(c, "remote", folder), runs)
             wire = (host.bytes_received - before) // runs
-            rows.append({"way": way, "s": secs, "data": data, "wire": wire})
+            rows.append({"way": way, "s": secs, "cpu": cpu, "data": data, "wire": wire})
             host.close()
     finally:
         proxy.stop()
@@ -177,12 +204,19 @@ def measure(work: Path) -> list[dict[str, Any]]:
         {
             "way": "baseline: safe_open keys over every shard (local)",
             "s": keys_s,
+            "cpu": keys_cpu,
             "data": {"tensor_count": keys},
             "wire": None,
         }
     )
     rows.append(
-        {"way": "building the sparse checkpoint (once)", "s": build_s, "data": {}, "wire": None}
+        {
+            "way": "building the sparse checkpoint (once)",
+            "s": build_s,
+            "cpu": None,
+            "data": {},
+            "wire": None,
+        }
     )
     return rows
 
@@ -196,24 +230,31 @@ def report(rows: list[dict[str, Any]]) -> str:
         f"{first['shards']['count']} shards, "
         f"{first['shards']['file_bytes'] / 1e9:.0f} GB apparent, "
         f"{first['params']['logical'] / 1e9:.1f}B logical params. Median of 3 runs (1 for the "
-        "slow-link SFTP path), on a 2-core machine shared with other work.",
+        f"slow-link SFTP path), on a {os.cpu_count()}-core machine shared with other work "
+        f"(load average {os.getloadavg()[0]:.1f} at the end).",
         "",
-        "| way | time | bytes read on host | bytes over the wire | via |",
-        "|---|---|---|---|---|",
+        "| way | time | CPU | before | bytes read on host | bytes over the wire | via |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         d = r["data"]
         host_bytes = f"{d['bytes_read_on_host']:,}" if "bytes_read_on_host" in d else "-"
         wire = "-" if r["wire"] is None else f"{r['wire']:,}"
+        cpu = "-" if r["cpu"] is None else f"{r['cpu']:.2f} s"
+        before = PREVIOUS_S.get(r["way"], PREVIOUS_S.get(f"{r['way']} (in-process)"))
+        was = "-" if before is None else f"{before:.2f} s"
         lines.append(
-            f"| {r['way']} | {r['s']:.2f} s | {host_bytes} | {wire} | {d.get('via', '-')} |"
+            f"| {r['way']} | {r['s']:.2f} s | {cpu} | {was} | {host_bytes} | {wire} "
+            f"| {d.get('via', '-')} |"
         )
     lines += [
         "",
         "Bytes read on the host = configs + index + (8 + header length) per shard; "
         "no tensor data. Wire bytes count everything the client received on the SSH "
         "connection (for host-python: the program's output and SSH framing; the ~35 KB "
-        "program itself travels the other way).",
+        "program itself travels the other way). CPU is this process and its waited-for "
+        "children: for `local` that includes the probe process and its forked workers; over "
+        "SSH it is the client side only (the host's python3 runs under sshd).",
         "",
     ]
     return "\n".join(lines)

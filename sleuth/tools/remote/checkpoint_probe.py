@@ -86,7 +86,7 @@ def header_length(shard: str, first8: bytes, file_size: int) -> int:
 
 def parse_header(shard: str, raw: bytes, file_size: int) -> dict[str, Any]:
     """Parse and validate one header; returns {"tensors": {...}, "metadata": {...}, ...}."""
-    if not raw.lstrip()[:1] == b"{":
+    if raw[:1] != b"{" and raw.lstrip()[:1] != b"{":
         raise HeaderError(f"{shard}: header does not start with '{{'; not a safetensors file")
     try:
         doc = _loads(raw)
@@ -98,13 +98,20 @@ def parse_header(shard: str, raw: bytes, file_size: int) -> dict[str, Any]:
     if metadata is not None and not isinstance(metadata, dict):
         raise HeaderError(f"{shard}: __metadata__ must be an object of strings")
     data_len = file_size - 8 - len(raw)
-    declared = check_offsets(shard, doc, data_len)
-    return {"tensors": doc, "metadata": metadata or {}, "declared": declared, "data": data_len}
+    columns: list[Any] = []
+    declared = check_offsets(shard, doc, data_len, columns)
+    return {"tensors": doc, "metadata": metadata or {}, "declared": declared, "data": data_len,
+            "columns": columns}  # fmt: skip
 
 
-def check_offsets(shard: str, tensors: dict[str, Any], data_len: int) -> int:
-    """Every tensor well-formed, sized for its dtype, and all together tiling [0, end)."""
-    end = _tiled_end(tensors)
+def check_offsets(
+    shard: str, tensors: dict[str, Any], data_len: int, columns: list[Any] | None = None
+) -> int:
+    """Every tensor well-formed, sized for its dtype, and all together tiling [0, end).
+
+    `columns` receives the dtype and shape columns when the bulk check got them, for reuse.
+    """
+    end = _tiled_end(tensors, [] if columns is None else columns)
     if end is None:  # something is off: the per-tensor walk says what and where
         end = _check_each(shard, tensors)
     if end > data_len:
@@ -123,7 +130,7 @@ _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
 
 
-def _tiled_end(tensors: dict[str, Any]) -> int | None:
+def _tiled_end(tensors: dict[str, Any], columns: list[Any]) -> int | None:
     """The end of the data when every entry is well-formed and they tile [0, end), else None.
 
     Whole-column operations (map, set, sorted, list equality) run in C: a shard holds
@@ -135,7 +142,8 @@ def _tiled_end(tensors: dict[str, Any]) -> int | None:
         infos = list(tensors.values())
         shapes = list(map(_SHAPE, infos))
         offsets = list(map(_OFFSETS, infos))
-        bits = list(map(DTYPE_BITS.__getitem__, map(_DTYPE, infos)))
+        dtypes = list(map(_DTYPE, infos))
+        bits = list(map(DTYPE_BITS.__getitem__, dtypes))
         if set(map(type, shapes)) != {list} or set(map(type, offsets)) != {list}:
             return None
         if set(map(len, offsets)) != {2}:
@@ -156,6 +164,7 @@ def _tiled_end(tensors: dict[str, Any]) -> int | None:
     if begins[0] != 0 or begins[1:] != stops[:-1]:
         return None
     end: int = stops[-1]
+    columns[:] = [dtypes, shapes]
     return end
 
 
@@ -740,11 +749,12 @@ def compact(
     at a time: the whole checkpoint's would take ~0.5 GB.
     """
     tensors = parsed.pop("tensors")
-    infos = tensors.values()
+    columns = parsed.pop("columns", None) or [
+        list(map(_DTYPE, tensors.values())),
+        list(map(_SHAPE, tensors.values())),
+    ]
     parsed["count"] = len(tensors)
-    parsed["groups"] = shard_groups(
-        list(tensors), list(map(_DTYPE, infos)), list(map(tuple, map(_SHAPE, infos)))
-    )
+    parsed["groups"] = shard_groups(list(tensors), columns[0], list(map(tuple, columns[1])))
     if listed is not None:
         weight_map = inputs["index"]["weight_map"]
         parsed["names_match"] = _shard_matches(weight_map, shard, tensors, listed[shard])
