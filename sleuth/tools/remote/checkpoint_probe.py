@@ -133,37 +133,36 @@ _SECOND = operator.itemgetter(1)
 def _tiled_end(tensors: dict[str, Any], columns: list[Any]) -> int | None:
     """The end of the data when every entry is well-formed and they tile [0, end), else None.
 
-    Whole-column operations (map, set, sorted, list equality) run in C: a shard holds
-    ~10^4 tensors and a checkpoint ~10^6, too many for a Python-level loop per tensor.
+    Whole-column operations (map, set, sorted, any) run in C: a shard holds ~10^4 tensors
+    and a checkpoint ~10^6, too many for a Python-level loop per tensor. Derived numbers
+    stay lazy (compared pairwise, never stored in lists): each is freed as soon as it is
+    compared, so memory is reused instead of a million fresh ints per check.
     """
     if not tensors:
         return 0
+    flat = itertools.chain.from_iterable
     try:
         infos = list(tensors.values())
         shapes = list(map(_SHAPE, infos))
         offsets = list(map(_OFFSETS, infos))
         dtypes = list(map(_DTYPE, infos))
-        bits = list(map(DTYPE_BITS.__getitem__, dtypes))
         if set(map(type, shapes)) != {list} or set(map(type, offsets)) != {list}:
             return None
-        if set(map(len, offsets)) != {2}:
+        if set(map(len, offsets)) != {2} or set(map(type, flat(offsets))) != {int}:
             return None
-        dims = list(itertools.chain.from_iterable(shapes))
-        if dims and (set(map(type, dims)) != {int} or min(dims) < 0):
+        if set(map(type, flat(shapes))) - {int} or min(flat(shapes), default=0) < 0:
             return None
-        begins, stops = list(map(_FIRST, offsets)), list(map(_SECOND, offsets))
-        if set(map(type, begins)) | set(map(type, stops)) != {int}:
-            return None
-        need = list(map(operator.mul, map(math.prod, shapes), bits))
-        if need != list(map(operator.mul, map(operator.sub, stops, begins), itertools.repeat(8))):
+        need = map(operator.mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes))
+        spans = map(operator.sub, map(_SECOND, offsets), map(_FIRST, offsets))
+        if any(map(operator.ne, need, map(operator.mul, spans, itertools.repeat(8)))):
             return None
     except (KeyError, TypeError):
         return None
-    spans = sorted(offsets)
-    begins, stops = list(map(_FIRST, spans)), list(map(_SECOND, spans))
-    if begins[0] != 0 or begins[1:] != stops[:-1]:
+    ordered = sorted(offsets)
+    starts = map(_FIRST, itertools.islice(ordered, 1, None))
+    if ordered[0][0] != 0 or any(map(operator.ne, starts, map(_SECOND, ordered))):
         return None
-    end: int = stops[-1]
+    end: int = ordered[-1][1]
     columns[:] = [dtypes, shapes]
     return end
 
