@@ -169,7 +169,7 @@ def _tiled_end(tensors: dict[str, Any], columns: list[Any]) -> int | None:
 
 def _check_each(shard: str, tensors: dict[str, Any]) -> int:
     """The slow walk: raises HeaderError naming the first bad tensor, gap or overlap."""
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[int, int, str]] = []
     bits_of, prod = DTYPE_BITS.__getitem__, math.prod
     for name, info in tensors.items():
         try:
@@ -186,25 +186,20 @@ def _check_each(shard: str, tensors: dict[str, Any]) -> int:
             ok = False
         if not ok:
             _span(shard, name, info)
-        spans.append((begin, stop))
+        spans.append((begin, stop, name))
     spans.sort()
-    end = 0
-    for begin, stop in spans:
+    end, before = 0, ""
+    for begin, stop, name in spans:
         if begin != end:
-            _explain_gap(shard, tensors, begin, end)
-        end = stop
+            _explain_gap(shard, tensors, name, before, end)
+        end, before = stop, name
     return end
 
 
-def _explain_gap(shard: str, tensors: dict[str, Any], begin: int, end: int) -> None:
-    here = next(n for n, i in tensors.items() if i["data_offsets"][0] == begin)
+def _explain_gap(shard: str, tensors: dict[str, Any], here: str, before: str, end: int) -> None:
+    """`here` starts off `end`, where the tensor `before` it in offset order stopped."""
+    begin = tensors[here]["data_offsets"][0]
     if begin < end:
-        before = next(
-            n
-            for n, i in tensors.items()
-            if i["data_offsets"][0] < begin < i["data_offsets"][1]
-            or (i["data_offsets"][1] == end and n != here)
-        )
         raise HeaderError(
             f"{shard}: tensor {here!r} data_offsets {tensors[here]['data_offsets']} overlap "
             f"tensor {before!r} data_offsets {tensors[before]['data_offsets']}"
