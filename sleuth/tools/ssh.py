@@ -703,23 +703,33 @@ class SSHHost:
         return client, extra
 
     def _sftp_give(self, transport: paramiko.Transport, client: Any, extra: bool, ok: bool) -> None:
-        """Back to the pool; an extra client closes once no other caller waits for one."""
+        """Back to the pool; idle extra clients close once callers no longer need them."""
+        closing = [] if ok else [client]
         with self._sftp_cond:
-            current = self._sftp_transport is transport
-            if current:
-                self._sftp_want -= 1
-            keep = ok and current and (not extra or self._sftp_want > len(self._sftp_idle))
-            if keep:
-                self._sftp_idle.append((client, extra))
-            else:
-                if current:
-                    self._sftp_count -= 1
+            if self._sftp_transport is not transport:
+                closing = [client]
                 if extra:
                     self._channels.release()
+            else:
+                self._sftp_want -= 1
+                if ok:
+                    self._sftp_idle.append((client, extra))
+                else:
+                    self._sftp_count -= 1
+                    if extra:
+                        self._channels.release()
+                idle = self._sftp_idle
+                surplus = max(0, len(idle) - max(self._sftp_want, 1))
+                for spare in [e for e in idle if e[1]][:surplus]:
+                    idle.remove(spare)
+                    self._sftp_count -= 1
+                    self._channels.release()
+                    closing.append(spare[0])
             self._sftp_cond.notify()
-        if not keep and client is not None:
-            with contextlib.suppress(Exception):
-                client.close()
+        for done in closing:
+            if done is not None:
+                with contextlib.suppress(Exception):
+                    done.close()
 
     def _sftp_reset(self, transport: paramiko.Transport | None) -> None:
         """Forget the clients of a closed transport (they died with it); caller holds the lock."""
