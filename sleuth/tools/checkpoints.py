@@ -1,9 +1,9 @@
 """Checkpoint tools: `safetensors_header` and `checkpoint_summary`, from metadata alone.
 
 The analysis lives in `sleuth.tools.remote.checkpoint_probe`, a stdlib-only
-module that runs in-process for the local host and is sent as a program to a
-remote host that has python3; without python3 the same code runs here on
-headers fetched by SFTP range reads. No byte of tensor data is ever read.
+program run by this interpreter as a child process for the local host and sent to
+a remote host that has python3; without python3 the same code runs here, in
+process, on headers fetched by SFTP range reads. No byte of tensor data is ever read.
 """
 
 from __future__ import annotations
