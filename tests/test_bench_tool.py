@@ -30,6 +30,7 @@ def server() -> Iterator[str]:
 
 
 def call(ctx: ToolContext, host: str, url: str, tmp: Path, **extra: Any) -> Any:
+    ctx.results_dir = tmp / "results"
     raw = {
         "host": host,
         "endpoint": url,
@@ -40,7 +41,6 @@ def call(ctx: ToolContext, host: str, url: str, tmp: Path, **extra: Any) -> Any:
         "output_len": 20,
         "warmup": 1,
         "python": sys.executable,
-        "results_dir": str(tmp / "results"),
         **extra,
     }
     return execute(ctx, "run_benchmark", raw)
@@ -85,6 +85,9 @@ def test_run_benchmark_needs_permission_and_a_loopback_endpoint(
     assert not elsewhere.ok and "http://127.0.0.1:PORT" in (elsewhere.error or "")
     no_aiohttp = call(ctx, "local", server, tmp_path, python="/bin/false")
     assert not no_aiohttp.ok and "load generator failed" in (no_aiohttp.error or "")
+    chosen_dir = call(ctx, "local", server, tmp_path, results_dir=str(tmp_path / "elsewhere"))
+    assert not chosen_dir.ok and "results_dir" in (chosen_dir.error or "")
+    assert not (tmp_path / "elsewhere").exists()  # where records go is never the model's choice
 
 
 @pytest.mark.ssh

@@ -92,7 +92,6 @@ def bench(
             slo_ttft_ms=slo_ttft_ms,
             slo_tpot_ms=slo_tpot_ms,
             slo_e2e_ms=slo_e2e_ms,
-            results_dir=str(out_dir),
         )
     except ValidationError as exc:
         fail(
@@ -103,6 +102,7 @@ def bench(
         )
     try:
         ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
+        ctx.results_dir = out_dir
         if host != LOCAL:
             ctx.host(host).check_allowed("run_benchmark")
         result = run_benchmark(ctx, args)

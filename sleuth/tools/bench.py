@@ -70,7 +70,6 @@ class RunBenchmarkInput(ToolInput):
         True, description="Read the server's speculative counters before and after each phase."
     )
     timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit for the whole run.")
-    results_dir: str = Field("bench-results", description="Local folder for the raw JSONL.")
 
     @field_validator("endpoint")
     @classmethod
@@ -169,7 +168,7 @@ def run_benchmark(ctx: ToolContext, args: RunBenchmarkInput) -> ToolResult:
         rtt = None
     else:
         raw, argv, rtt = _run_local(host, args)
-    path = _save(raw, args)
+    path = _save(raw, ctx.results_dir, args.host)
     report = summarise(raw.splitlines(), args.slo())
     run = BenchRun(
         host=args.host, where=args.where, jsonl=str(path), round_trip_ms=rtt, report=report
@@ -353,11 +352,10 @@ def _read_back(host: SandboxedHost, path: str) -> bytes:
     return b"".join(parts)
 
 
-def _save(raw: bytes, args: RunBenchmarkInput) -> Path:
-    folder = Path(args.results_dir)
+def _save(raw: bytes, folder: Path, host: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    path = folder / f"bench-{stamp}-{args.host}.jsonl"
+    path = folder / f"bench-{stamp}-{host}.jsonl"
     path.write_bytes(raw)
     return path.resolve()
 

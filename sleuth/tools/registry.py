@@ -21,6 +21,7 @@ import time
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -61,6 +62,8 @@ class ToolContext:
     limits: Limits = field(default_factory=Limits)
     approver: Approver = deny_all
     on_approval: Callable[[ApprovalRequest, ApprovalDecision], None] | None = None
+    results_dir: Path = Path("bench-results")
+    """Where tools save files on this machine (benchmark records); never a model's choice."""
 
     def host(self, name: str) -> SandboxedHost:
         try:
