@@ -217,3 +217,16 @@ def test_200mb_file_stays_within_caps_and_bounded_memory(ctx: ToolContext, big_f
         )
     assert peak < 16 * 1024 * 1024, f"peak Python memory {peak / 1e6:.1f} MB"
     assert os.path.getsize(big_file) == 200_000_000
+
+
+def test_a_huge_line_is_cut_with_a_marker_and_binary_files_are_refused(
+    ctx: ToolContext, tree: Path
+) -> None:
+    (tree / "root" / "long.txt").write_bytes(b"a" * 50_000 + b"\nsecond\n")
+    result = run(ctx, "read_lines", path="long.txt")
+    assert result.ok and result.data["total_lines"] == 2
+    first, second = result.output.splitlines()[1:3]
+    assert first.endswith("[line cut at 4096 bytes]") and first.count("a") == 4096
+    assert second == "     2\tsecond"
+    binary = run(ctx, "read_lines", path="src/blob.bin")
+    assert not binary.ok and "is binary" in (binary.error or "")

@@ -32,6 +32,18 @@ MAX_JSON_BYTES = 128 * 1024 * 1024
 READ_BLOCK = 1 << 20
 
 
+LINE_BYTES = 4096
+# A fixed script: the path and numbers arrive as positional parameters, never as code. `cut`
+# streams, so a file of one enormous line costs no memory, where `sed` alone would hold it.
+READ_LINES_SCRIPT = 'cut -b "1-$1" -- "$2" | sed -n -e "$3,$4p" -e "\\$="'
+
+
+def _show_line(raw: bytes) -> str:
+    if len(raw) > LINE_BYTES:
+        return raw[:LINE_BYTES].decode(errors="replace") + f" [line cut at {LINE_BYTES} bytes]"
+    return raw.decode(errors="replace")
+
+
 class ReadLinesInput(ToolInput):
     path: str = Field(description="File to read; relative paths start at the host's first root.")
     start: int = Field(1, ge=1, description="First line to show (1-based).")
@@ -57,15 +69,30 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
     if end - args.start + 1 > limit:
         end = args.start + limit - 1
         note = f"(range shortened to {limit} lines, the per-call limit)\n"
-    argv = ["sed", "-n", "-e", f"{args.start},{end}p", "-e", "$=", "--", path]
+    if b"\x00" in sandbox.host.read_range(path, 0, 8192):
+        raise ToolError(
+            f"{path} is binary (NUL bytes in its first 8 KiB); read_lines shows text. "
+            "For a .safetensors file use safetensors_header."
+        )
+    argv = [
+        "sh",
+        "-c",
+        READ_LINES_SCRIPT,
+        "sleuth-read-lines",
+        str(LINE_BYTES + 1),
+        path,
+        str(args.start),
+        str(end),
+    ]
     run = sandbox.run(argv)
-    if run.timed_out or run.exit_code != 0:
+    if run.timed_out or run.exit_code != 0 or run.stderr.strip():
         raise ToolError(_command_failure(run.stderr, run.exit_code, run.timed_out, path))
-    lines = run.stdout.decode(errors="replace").splitlines()
+    raw_lines = run.stdout.split(b"\n")[:-1] if run.stdout.endswith(b"\n") else []
     total: int | None = None
-    if not run.stdout_cut and lines and lines[-1].isdigit():
-        total = int(lines.pop())
-    body = "".join(f"{args.start + i:>6}\t{line}\n" for i, line in enumerate(lines))
+    if not run.stdout_cut and raw_lines and raw_lines[-1].isdigit():
+        total = int(raw_lines.pop())
+    body = "".join(f"{args.start + i:>6}\t{_show_line(line)}\n" for i, line in enumerate(raw_lines))
+    lines = raw_lines
     shown_end = args.start + len(lines) - 1
     if total is None and not run.stdout_cut:
         total = 0
