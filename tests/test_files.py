@@ -226,7 +226,7 @@ def test_a_huge_line_is_cut_with_a_marker_and_binary_files_are_refused(
     result = run(ctx, "read_lines", path="long.txt")
     assert result.ok and result.data["total_lines"] == 2
     first, second = result.output.splitlines()[1:3]
-    assert first.endswith("[line cut at 4096 bytes]") and first.count("a") == 4096
+    assert first == "     1\t" + "a" * 4096 + " [line cut at 4096 bytes]"
     assert second == "     2\tsecond"
     binary = run(ctx, "read_lines", path="src/blob.bin")
     assert not binary.ok and "is binary" in (binary.error or "")
