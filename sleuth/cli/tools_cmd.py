@@ -42,7 +42,7 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             fail(f"argument {pair!r} is not key=value (e.g. path=config.json)", EXIT_USAGE)
-        if value[:1] in "[{":
+        if value.startswith(("[", "{")):
             try:
                 values[key] = json.loads(value)
                 continue
