@@ -306,8 +306,11 @@ class SSHHost:
         ssh_config_path: Path | None = None,
         user_known_hosts: Path | None = None,
         connect_timeout: float = 10,
+        io_timeout: float = 20,
     ) -> None:
         self.name, self.target = name, target
+        self.io_timeout = io_timeout
+        """A file request unanswered this long means the host stopped answering."""
         self.known_hosts = known_hosts
         self.accept_new = accept_new
         self.ssh_config_path = ssh_config_path or Path("~/.ssh/config").expanduser()
@@ -374,6 +377,7 @@ class SSHHost:
         transport = paramiko.Transport(sock, default_window_size=WINDOW_BYTES)
         name = host_key_name(end.hostname, end.port)
         files = [self.user_known_hosts, self.known_hosts]
+        started = time.monotonic()
         try:
             _prefer(transport, [e for p in files for e in read_known_hosts(p, name)])
             transport.start_client(timeout=self.connect_timeout)
@@ -386,6 +390,12 @@ class SSHHost:
             raise
         except (paramiko.SSHException, EOFError, OSError) as exc:
             transport.close()
+            if time.monotonic() - started >= self.connect_timeout:
+                raise HostError(
+                    f"{end.address} (host {self.name!r}) accepted the connection but did not "
+                    f"answer the SSH handshake in {self.connect_timeout:g} s: the server is "
+                    f"frozen or overloaded; it timed out"
+                ) from exc
             raise HostError(
                 f"SSH handshake with {end.address} (host {self.name!r}) failed: {exc or type(exc)}"
             ) from exc
@@ -501,6 +511,15 @@ class SSHHost:
                 try:
                     return op(transport), reconnected
                 except _DROPS as exc:
+                    if _is_unanswered(exc):
+                        # The link is up but nothing comes back (a frozen host, dropped
+                        # packets): close it so the next call connects afresh, not waits again.
+                        self._forget(transport)
+                        raise HostError(
+                            f"host {self.name!r} stopped answering (no reply in "
+                            f"{self.io_timeout:g} s); the connection was closed and the next "
+                            f"call reconnects"
+                        ) from exc
                     if not _is_drop(transport, exc):
                         raise
                     self._forget(transport)
@@ -697,6 +716,9 @@ class SSHHost:
             client = paramiko.SFTPClient.from_transport(transport)
             if client is None:
                 raise paramiko.SSHException("the host refused the SFTP subsystem")
+            channel = client.get_channel()
+            if channel is not None:
+                channel.settimeout(self.io_timeout)  # else a frozen host hangs us
         except BaseException:
             self._sftp_give(transport, None, extra, False)
             raise
@@ -773,6 +795,13 @@ def _is_drop(transport: paramiko.Transport, exc: BaseException) -> bool:
         # A write can fail before paramiko's reader thread sees the drop and ends.
         transport.join(0.5)
     return not transport.is_active()
+
+
+def _is_unanswered(exc: BaseException) -> bool:
+    """A request the host left unanswered, as opposed to a closed connection or a file error."""
+    if isinstance(exc, TimeoutError):
+        return True
+    return isinstance(exc, paramiko.SSHException) and "Timeout opening channel" in str(exc)
 
 
 def _why(exc: OSError) -> str:

@@ -171,12 +171,6 @@ def test_sshd_killed_and_restarted_mid_investigation(sshd: SSHServer, tmp_path: 
 
 
 @pytest.mark.ssh
-@pytest.mark.deep
-@pytest.mark.xfail(
-    reason="known: SSHHost's SFTP requests (realpath, stat, reads) and exec requests wait on a "
-    "frozen host without a limit (paramiko's defaults); the call hangs past 90 s",
-    strict=True,
-)
 def test_a_hanging_connection_ends_when_the_timeouts_fire(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
@@ -204,8 +198,8 @@ def test_a_hanging_connection_ends_when_the_timeouts_fire(
             ssh.close()
     for result in results:
         assert not result.ok and "internal error" not in (result.error or "")
-        assert len(result.error or "") > 20
-    assert elapsed < 2 * HANG_LIMIT_S
+        assert "stopped answering" in (result.error or "") or "timed out" in (result.error or "")
+    assert elapsed < 60, f"{elapsed:.0f} s: the io and connect timeouts (20 s, 10 s) did not fire"
 
 
 def _tmpfs(path: Path, size: str) -> None:
