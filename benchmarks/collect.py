@@ -1,6 +1,6 @@
 """Assemble BENCHMARKS.md from the sections each benchmark writes to benchmarks/results/.
 
-    python -m benchmarks.collect
+python -m benchmarks.collect
 """
 
 from __future__ import annotations

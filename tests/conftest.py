@@ -18,11 +18,7 @@ from sleuth.config import HostConfig, Limits
 from sleuth.tools.hosts import LocalHost
 from sleuth.tools.policy import Approver, SandboxedHost, deny_all
 from sleuth.tools.registry import ToolContext
-
-try:
-    from tests.sshd import SSHServer, missing_reason
-except ImportError:  # plain `pytest` puts tests/, not the repository root, on sys.path
-    from sshd import SSHServer, missing_reason  # type: ignore[no-redef,import-not-found]
+from tests.sshd import SSHServer, missing_reason
 
 SandboxFactory = Callable[..., SandboxedHost]
 

@@ -22,18 +22,23 @@ from scripted_api import ScriptedAPI, finding, message, text, tool_use  # noqa: 
 
 from sleuth.agent.brains import AnthropicBrain  # noqa: E402
 from sleuth.agent.playbooks import PlaybookBrain  # noqa: E402
-from sleuth.demo_deployment import build_demo  # noqa: E402
 from sleuth.config import Budget, HostConfig, Settings  # noqa: E402
+from sleuth.demo_deployment import build_demo  # noqa: E402
 from sleuth.testing import record  # noqa: E402
 from sleuth.tools.connect import build_context  # noqa: E402
 
 OUT = HERE.parent / "transcripts"
 ROOT = Path("/tmp/sleuth-reference/deploy")
-CONFIG = {"architectures": ["DeepseekV3ForCausalLM"], "num_nextn_predict_layers": 1,
-          "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}
-MODEL_PY = ("import torch\n\n\nclass DeepseekV3ForCausalLM(torch.nn.Module):\n    pass\n\n\n"
-            "class DeepseekV3ForCausalLMNextN(torch.nn.Module):\n"
-            "    \"\"\"The multi-token prediction head.\"\"\"\n")
+CONFIG = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "num_nextn_predict_layers": 1,
+    "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"},
+}
+MODEL_PY = (
+    "import torch\n\n\nclass DeepseekV3ForCausalLM(torch.nn.Module):\n    pass\n\n\n"
+    "class DeepseekV3ForCausalLMNextN(torch.nn.Module):\n"
+    '    """The multi-token prediction head."""\n'
+)
 NEXTN = "class DeepseekV3ForCausalLMNextN(torch.nn.Module):"
 
 
@@ -45,39 +50,73 @@ def deployment() -> None:
 
 
 MTP = [
-    message(text("I will read the MTP layer count and look for the NextN class."),
-            tool_use("toolu_cfg", "read_json", host="local", path="config.json",
-                     pointer="/num_nextn_predict_layers"),
-            tool_use("toolu_grep", "grep", host="local", pattern="NextN", path="src")),
-    message(finding("toolu_f1", "The checkpoint declares one MTP layer and the source defines "
-                    "its NextN head class.", [("toolu_cfg", "1"), ("toolu_grep", NEXTN)])),
+    message(
+        text("I will read the MTP layer count and look for the NextN class."),
+        tool_use(
+            "toolu_cfg",
+            "read_json",
+            host="local",
+            path="config.json",
+            pointer="/num_nextn_predict_layers",
+        ),
+        tool_use("toolu_grep", "grep", host="local", pattern="NextN", path="src"),
+    ),
+    message(
+        finding(
+            "toolu_f1",
+            "The checkpoint declares one MTP layer and the source defines its NextN head class.",
+            [("toolu_cfg", "1"), ("toolu_grep", NEXTN)],
+        )
+    ),
     message(text("Yes: one MTP layer, served by DeepseekV3ForCausalLMNextN.")),
 ]
 
 MENDED = [
-    message(tool_use("toolu_q", "read_json", host="local", path="config.json",
-                     pointer="/quantization_config")),
-    message(finding("toolu_f1", "The checkpoint is quantized to NVFP4 with ModelOpt.",
-                    [("toolu_q", '"quant_algo": "FP8"')])),
-    message(finding("toolu_f2", "The checkpoint is quantized to NVFP4 with ModelOpt.",
-                    [("toolu_q", "NVFP4"), ("toolu_q", "modelopt")], mends="toolu_f1")),
+    message(
+        tool_use(
+            "toolu_q", "read_json", host="local", path="config.json", pointer="/quantization_config"
+        )
+    ),
+    message(
+        finding(
+            "toolu_f1",
+            "The checkpoint is quantized to NVFP4 with ModelOpt.",
+            [("toolu_q", '"quant_algo": "FP8"')],
+        )
+    ),
+    message(
+        finding(
+            "toolu_f2",
+            "The checkpoint is quantized to NVFP4 with ModelOpt.",
+            [("toolu_q", "NVFP4"), ("toolu_q", "modelopt")],
+            mends="toolu_f1",
+        )
+    ),
     message(text("NVFP4, by ModelOpt.")),
 ]
 
 BUDGET = [
     message(tool_use("toolu_ls", "list_dir", host="local", path=".")),
     message(tool_use("toolu_src", "read_lines", host="local", path="src/model.py")),
-    message(finding("toolu_f1", "The source defines the main and the NextN model classes.",
-                    [("toolu_src", "class DeepseekV3ForCausalLM(torch.nn.Module):"),
-                     ("toolu_src", NEXTN)], verdict="partial", confidence=0.6)),
+    message(
+        finding(
+            "toolu_f1",
+            "The source defines the main and the NextN model classes.",
+            [("toolu_src", "class DeepseekV3ForCausalLM(torch.nn.Module):"), ("toolu_src", NEXTN)],
+            verdict="partial",
+            confidence=0.6,
+        )
+    ),
 ]
 
 CASES: dict[str, tuple[str, list[Any], Budget]] = {
-    "mtp-heads": ("Does the checkpoint carry MTP heads, and does the source define them?",
-                  MTP, Budget()),
+    "mtp-heads": (
+        "Does the checkpoint carry MTP heads, and does the source define them?",
+        MTP,
+        Budget(),
+    ),
     "mended-quote": ("How is the checkpoint quantized?", MENDED, Budget()),
-    "budget-spent": ("Which model classes does the source define?", BUDGET,
-                     Budget(max_turns=2)),
+    "budget-spent": ("Which model classes does the source define?", BUDGET, Budget(max_turns=2)),
 }
 
 # The offline playbook on the demo deployment; replayed both with the recorded turns and with
@@ -101,8 +140,9 @@ def main() -> None:
     build_demo(demo)
     settings = Settings(hosts={"local": HostConfig(roots=[str(demo)])})
     for name, question in PLAYBOOK_CASES.items():
-        path = record(OUT / f"{name}.jsonl", question, PlaybookBrain(),
-                      build_context(settings, []), settings)
+        path = record(
+            OUT / f"{name}.jsonl", question, PlaybookBrain(), build_context(settings, []), settings
+        )
         print(f"wrote {path.relative_to(HERE.parent)}")
 
 

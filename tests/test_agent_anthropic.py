@@ -23,19 +23,7 @@ from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import Event, ModelTurn, ToolExecuted
 from sleuth.transcripts.redact import clear_registered_secrets
 from sleuth.transcripts.store import load
-
-try:
-    from tests.scripted_api import RESET, ScriptedAPI, finding, message, status, text, tool_use
-except ImportError:
-    from scripted_api import (  # type: ignore[no-redef]
-        RESET,
-        ScriptedAPI,
-        finding,
-        message,
-        status,
-        text,
-        tool_use,
-    )
+from tests.scripted_api import RESET, ScriptedAPI, finding, message, status, text, tool_use
 
 CONFIG = {"architectures": ["DeepseekV3ForCausalLM"], "num_nextn_predict_layers": 1}
 

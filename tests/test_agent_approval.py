@@ -15,13 +15,8 @@ from sleuth.tools.policy import ApprovalRequest
 from sleuth.tools.registry import ToolContext, ToolInput, tool
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
-
-try:
-    from tests.scripted_api import ScriptedAPI, message, text, tool_use
-    from tests.test_agent_anthropic import run
-except ImportError:
-    from scripted_api import ScriptedAPI, message, text, tool_use  # type: ignore[no-redef]
-    from test_agent_anthropic import run  # type: ignore[no-redef]
+from tests.scripted_api import ScriptedAPI, message, text, tool_use
+from tests.test_agent_anthropic import run
 
 
 class TouchInput(ToolInput):

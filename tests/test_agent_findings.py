@@ -7,13 +7,8 @@ from pathlib import Path
 from sleuth.agent.findings import Grounder, summarise
 from sleuth.tools.registry import ToolContext
 from sleuth.transcripts.events import FindingEvent, ToolExecuted
-
-try:
-    from tests.scripted_api import ScriptedAPI, finding, message, text, tool_use
-    from tests.test_agent_anthropic import ctx, run, workspace
-except ImportError:
-    from scripted_api import ScriptedAPI, finding, message, text, tool_use  # type: ignore[no-redef]
-    from test_agent_anthropic import ctx, run, workspace  # type: ignore[no-redef]
+from tests.scripted_api import ScriptedAPI, finding, message, text, tool_use
+from tests.test_agent_anthropic import ctx, run, workspace
 
 __all__ = ["ctx", "workspace"]  # fixtures shared with the Anthropic tests
 

@@ -14,24 +14,8 @@ from sleuth.config import Settings
 from sleuth.tools.registry import ToolContext
 from sleuth.transcripts.events import ModelTurn
 from sleuth.transcripts.store import load
-
-try:
-    from tests.scripted_api import GARBAGE, RESET, ScriptedAPI, message, status, text
-    from tests.test_agent_anthropic import ctx, read_config_then_report, workspace
-except ImportError:
-    from scripted_api import (  # type: ignore[no-redef]
-        GARBAGE,
-        RESET,
-        ScriptedAPI,
-        message,
-        status,
-        text,
-    )
-    from test_agent_anthropic import (  # type: ignore[no-redef]
-        ctx,
-        read_config_then_report,
-        workspace,
-    )
+from tests.scripted_api import GARBAGE, RESET, ScriptedAPI, message, status, text
+from tests.test_agent_anthropic import ctx, read_config_then_report, workspace
 
 __all__ = ["ctx", "workspace"]
 

@@ -3,6 +3,7 @@ with the load generator on the host (where=remote) and here through a port forwa
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -99,6 +100,11 @@ def test_run_benchmark_over_ssh_both_placements(
     data = check_run(call(ctx, "remote", server, tmp_path, where="local"), "local")
     rtt = data["round_trip_ms"]
     assert rtt["n"] == 5 and 0 < rtt["p50"] < 500
+    with socket.socket() as sock:  # a port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        nothing = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    missing = call(ctx, "remote", nothing, tmp_path, where="local")
+    assert not missing.ok and "nothing answered" in (missing.error or "")
 
 
 def test_sleuth_bench_sweep_prints_json_and_draws_the_plot(

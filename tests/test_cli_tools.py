@@ -11,10 +11,7 @@ from typing import Any
 
 import pytest
 
-try:
-    from tests.sshd import SSHServer
-except ImportError:
-    from sshd import SSHServer  # type: ignore[no-redef,import-not-found]
+from tests.sshd import SSHServer
 
 
 def sleuth(

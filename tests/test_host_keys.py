@@ -10,11 +10,7 @@ import pytest
 
 from sleuth.tools.hosts import HostError
 from sleuth.tools.ssh import HostKeyError, SSHHost, read_known_hosts
-
-try:
-    from tests.sshd import SSHServer, free_port, keygen
-except ImportError:
-    from sshd import SSHServer, free_port, keygen  # type: ignore[no-redef,import-not-found]
+from tests.sshd import SSHServer, free_port, keygen
 
 
 def _host(sshd: SSHServer, user_known: Path, sleuth_known: Path, **kw: object) -> SSHHost:

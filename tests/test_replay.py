@@ -23,13 +23,8 @@ from sleuth.tools.registry import ToolContext
 from sleuth.transcripts.events import ModelResponse, ToolExecuted
 from sleuth.transcripts.store import TranscriptWriter, load
 from sleuth.transcripts.verify import verify
-
-try:
-    from tests.scripted_api import ScriptedAPI, finding, message, text, tool_use
-    from tests.test_agent_anthropic import workspace
-except ImportError:
-    from scripted_api import ScriptedAPI, finding, message, text, tool_use  # type: ignore[no-redef]
-    from test_agent_anthropic import workspace  # type: ignore[no-redef]
+from tests.scripted_api import ScriptedAPI, finding, message, text, tool_use
+from tests.test_agent_anthropic import workspace
 
 __all__ = ["workspace"]
 REPO = Path(__file__).resolve().parent.parent
@@ -39,14 +34,22 @@ QUESTION = "Does the checkpoint declare MTP heads, and does the source define a 
 
 def script(host: str) -> list[Any]:
     return [
-        message(text("Reading the config and the source."),
-                tool_use("toolu_cfg", "read_json", host=host, path="config.json",
-                         pointer="/architectures"),
-                tool_use("toolu_src", "read_lines", host=host, path="src/model.py"),
-                tool_use("toolu_ls", "list_dir", host=host, path=".")),
-        message(finding("toolu_f1", "The source defines a NextN class.", [("toolu_src", NEXTN)]),
-                finding("toolu_f2", "The architecture is DeepseekV3ForCausalLM.",
-                        [("toolu_cfg", "DeepseekV3ForCausalLM")])),
+        message(
+            text("Reading the config and the source."),
+            tool_use(
+                "toolu_cfg", "read_json", host=host, path="config.json", pointer="/architectures"
+            ),
+            tool_use("toolu_src", "read_lines", host=host, path="src/model.py"),
+            tool_use("toolu_ls", "list_dir", host=host, path="."),
+        ),
+        message(
+            finding("toolu_f1", "The source defines a NextN class.", [("toolu_src", NEXTN)]),
+            finding(
+                "toolu_f2",
+                "The architecture is DeepseekV3ForCausalLM.",
+                [("toolu_cfg", "DeepseekV3ForCausalLM")],
+            ),
+        ),
         message(text("Yes: DeepseekV3ForCausalLMNextN is defined.")),
     ]
 
@@ -80,7 +83,9 @@ def test_an_investigation_over_ssh_replays_offline_with_identical_findings(
     assert result.status == result.recorded_status == "answered"
     assert result.turns == result.recorded_turns == 3
     assert [f.claim for f in result.findings] == [
-        "The source defines a NextN class.", "The architecture is DeepseekV3ForCausalLM."]
+        "The source defines a NextN class.",
+        "The architecture is DeepseekV3ForCausalLM.",
+    ]
     assert result.findings == result.recorded_findings
     assert all(f.grounded for f in result.findings)
 
@@ -122,13 +127,18 @@ def test_live_replay_reports_the_changed_call_and_the_finding_that_no_longer_hol
     result = replay(path, live_ctx=ctx)
     assert result.drifted and not result.ok
     assert [(c.call_id, c.same) for c in result.calls] == [
-        ("toolu_cfg", True), ("toolu_src", False), ("toolu_ls", True)]
+        ("toolu_cfg", True),
+        ("toolu_src", False),
+        ("toolu_ls", True),
+    ]
     src = result.calls[1]
     assert src.step == 1 and f"-     3\t{NEXTN}" in src.diff
     assert "+     3\tclass Renamed:" in src.diff
     holds = {d.claim: d.holds for d in result.finding_drift}
-    assert holds == {"The source defines a NextN class.": False,
-                     "The architecture is DeepseekV3ForCausalLM.": True}
+    assert holds == {
+        "The source defines a NextN class.": False,
+        "The architecture is DeepseekV3ForCausalLM.": True,
+    }
 
 
 class ScriptedBrain:
@@ -157,8 +167,11 @@ def test_a_redriven_brain_that_calls_differently_stops_the_replay_with_the_input
     turns[0]["content"][3]["input"]["path"] = "src"
     result = replay(path, brain=ScriptedBrain(turns))
     d = result.divergence
-    assert d is not None and d.kind == "calls" and (d.step, d.call_id, d.tool) == (
-        1, "toolu_ls", "list_dir")
+    assert (
+        d is not None
+        and d.kind == "calls"
+        and (d.step, d.call_id, d.tool) == (1, "toolu_ls", "list_dir")
+    )
     assert '-    "path": "."' in d.diff and '+    "path": "src"' in d.diff
 
 
@@ -171,8 +184,9 @@ def test_a_crashed_recording_replays_up_to_where_it_stopped(
     settings = Settings(hosts={"local": HostConfig(roots=[str(workspace)])})
     path = record(build_context(settings, []), tmp_path / "t", host="local")
     lines = path.read_bytes().splitlines(keepends=True)
-    cut = next(i for i, line in enumerate(lines)
-               if b'"toolu_f1"' in line and b"tool_executed" in line)
+    cut = next(
+        i for i, line in enumerate(lines) if b'"toolu_f1"' in line and b"tool_executed" in line
+    )
     crashed = tmp_path / "crashed.jsonl"
     crashed.write_bytes(b"".join(lines[:cut]) + lines[cut][:40])  # a torn last line
     recording = read_recording(crashed)
@@ -182,7 +196,8 @@ def test_a_crashed_recording_replays_up_to_where_it_stopped(
 
 
 @pytest.mark.parametrize(
-    "path", sorted((REPO / "transcripts").glob("*.jsonl")), ids=lambda p: p.stem)
+    "path", sorted((REPO / "transcripts").glob("*.jsonl")), ids=lambda p: p.stem
+)
 def test_reference_transcripts_replay_to_their_recorded_findings(path: Path) -> None:
     assert verify(path).ok
     result = replay(path)
@@ -200,7 +215,11 @@ def test_there_are_reference_transcripts() -> None:
 
 
 def sleuth(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from sleuth.cli import main; main()", *args],
-                          cwd=cwd, env={**os.environ, "COLUMNS": "160", **env},
-                          capture_output=True, text=True, timeout=120)
-
+    return subprocess.run(
+        [sys.executable, "-c", "from sleuth.cli import main; main()", *args],
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "160", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

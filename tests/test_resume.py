@@ -18,30 +18,21 @@ from sleuth.agent.replay import replay
 from sleuth.transcripts.events import SessionEnded, SessionStarted
 from sleuth.transcripts.store import load
 from sleuth.transcripts.verify import verify
-
-try:
-    from tests.scripted_api import ScriptedAPI, finding, message, stall, text, tool_use
-    from tests.test_agent_anthropic import workspace
-except ImportError:
-    from scripted_api import (  # type: ignore[no-redef]
-        ScriptedAPI,
-        finding,
-        message,
-        stall,
-        text,
-        tool_use,
-    )
-    from test_agent_anthropic import workspace  # type: ignore[no-redef]
+from tests.scripted_api import ScriptedAPI, finding, message, stall, text, tool_use
+from tests.test_agent_anthropic import workspace
 
 __all__ = ["workspace"]
 pytestmark = pytest.mark.ssh
 NEXTN = "class DeepseekV3ForCausalLMNextN(torch.nn.Module):"
-FIRST = message(text("Reading."),
-                tool_use("toolu_cfg", "read_json", host="gpu", path="config.json",
-                         pointer="/architectures"),
-                tool_use("toolu_src", "read_lines", host="gpu", path="src/model.py"))
-REST = [message(finding("toolu_f1", "The source defines a NextN class.", [("toolu_src", NEXTN)])),
-        message(text("Yes."))]
+FIRST = message(
+    text("Reading."),
+    tool_use("toolu_cfg", "read_json", host="gpu", path="config.json", pointer="/architectures"),
+    tool_use("toolu_src", "read_lines", host="gpu", path="src/model.py"),
+)
+REST = [
+    message(finding("toolu_f1", "The source defines a NextN class.", [("toolu_src", NEXTN)])),
+    message(text("Yes.")),
+]
 
 
 @pytest.fixture
@@ -49,7 +40,8 @@ def project(tmp_path: Path, workspace: Path, sshd: Any) -> Path:
     cwd = tmp_path / "project"
     cwd.mkdir()
     (cwd / "sleuth.toml").write_text(
-        f'[hosts.gpu]\nssh = "{sshd.alias}"\nroots = ["{workspace}"]\n')
+        f'[hosts.gpu]\nssh = "{sshd.alias}"\nroots = ["{workspace}"]\n'
+    )
     return cwd
 
 
@@ -57,9 +49,14 @@ def sleuth(args: list[str], cwd: Path, home: Path, url: str = "") -> subprocess.
     env = {**os.environ, "ANTHROPIC_API_KEY": "test-resume", "HOME": str(home), "COLUMNS": "160"}
     if url:
         env["ANTHROPIC_BASE_URL"] = url
-    return subprocess.Popen([sys.executable, "-c", "from sleuth.cli import main; main()", *args],
-                            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", "from sleuth.cli import main; main()", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
@@ -80,8 +77,12 @@ def wait_for_tools(folder: Path, count: int, proc: subprocess.Popen[str]) -> Pat
 
 def crash_mid_investigation(project: Path, sshd: Any) -> Path:
     with ScriptedAPI([FIRST, stall(60, REST[0])]) as api:
-        proc = sleuth(["ask", "Is there a NextN class?", "--host", "gpu", "--json"],
-                      project, sshd.home, api.url)
+        proc = sleuth(
+            ["ask", "Is there a NextN class?", "--host", "gpu", "--json"],
+            project,
+            sshd.home,
+            api.url,
+        )
         path = wait_for_tools(project / "transcripts", 2, proc)
         deadline = time.monotonic() + 30
         while len(api.requests) < 2 and time.monotonic() < deadline:
@@ -91,9 +92,7 @@ def crash_mid_investigation(project: Path, sshd: Any) -> Path:
     return path
 
 
-def test_a_killed_ask_verifies_as_a_prefix_and_resume_finishes_it(
-    project: Path, sshd: Any
-) -> None:
+def test_a_killed_ask_verifies_as_a_prefix_and_resume_finishes_it(project: Path, sshd: Any) -> None:
     path = crash_mid_investigation(project, sshd)
     code, out, _ = finish(sleuth(["verify", str(path), "--json"], project, sshd.home))
     report = json.loads(out)
@@ -101,8 +100,9 @@ def test_a_killed_ask_verifies_as_a_prefix_and_resume_finishes_it(
     before = len(load(path).events)
 
     with ScriptedAPI(REST) as api:
-        code, out, err = finish(sleuth(["resume", str(path), "--json"], project, sshd.home,
-                                       api.url))
+        code, out, err = finish(
+            sleuth(["resume", str(path), "--json"], project, sshd.home, api.url)
+        )
     assert code == 0, err
     result = json.loads(out)
     assert result["status"] == "answered" and result["transcript"] == str(path)
@@ -125,7 +125,9 @@ def test_resume_refuses_a_finished_or_tampered_transcript(project: Path, sshd: A
     lines = path.read_bytes().splitlines(keepends=True)
     tampered = path.with_name("tampered.jsonl")
     tampered.write_bytes(b"".join(lines).replace(b"DeepseekV3", b"DeepseekV4", 1))
-    code, _, err = finish(sleuth(["resume", str(tampered)], project, sshd.home, "http://127.0.0.1:9"))
+    code, _, err = finish(
+        sleuth(["resume", str(tampered)], project, sshd.home, "http://127.0.0.1:9")
+    )
     assert code == 1 and "fails verification at line" in err and "sleuth verify" in err
 
     with ScriptedAPI(REST) as api:

@@ -15,11 +15,7 @@ import pytest
 
 from sleuth.tools.hosts import HostError, LocalHost
 from sleuth.tools.ssh import SSHHost
-
-try:
-    from tests.sshd import SSHServer
-except ImportError:
-    from sshd import SSHServer  # type: ignore[no-redef,import-not-found]
+from tests.sshd import SSHServer
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from sleuth.transcripts.store import TranscriptWriter, load
 
 pytest_plugins = ["pytester"]
 
-USER_TEST = '''
+USER_TEST = """
 import json
 from pathlib import Path
 
@@ -59,7 +59,7 @@ def test_llama(sleuth_transcript):
 def test_helper(sleuth_replay):
     result = sleuth_replay("transcripts/llama.jsonl")
     assert result.findings == result.recorded_findings
-'''
+"""
 
 
 @pytest.fixture

@@ -12,11 +12,7 @@ from typer.testing import CliRunner
 from sleuth.cli import app
 from sleuth.transcripts.render import render_html, render_markdown, render_text
 from sleuth.transcripts.store import load
-
-try:
-    from tests.transcript_samples import QUESTION, QUOTE, write_sample
-except ImportError:  # plain `pytest` puts tests/, not the repository root, on sys.path
-    from transcript_samples import QUESTION, QUOTE, write_sample  # type: ignore[no-redef]
+from tests.transcript_samples import QUESTION, QUOTE, write_sample
 
 runner = CliRunner()
 

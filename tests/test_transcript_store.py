@@ -18,11 +18,7 @@ import pytest
 from sleuth.transcripts.events import ErrorEvent, SessionStarted, ToolExecuted
 from sleuth.transcripts.store import TranscriptError, TranscriptWriter, event_hash, load
 from sleuth.transcripts.verify import verify
-
-try:
-    from tests.transcript_samples import sample_events, write_sample
-except ImportError:  # plain `pytest` puts tests/, not the repository root, on sys.path
-    from transcript_samples import sample_events, write_sample  # type: ignore[no-redef]
+from tests.transcript_samples import sample_events, write_sample
 
 
 def test_round_trip_keeps_every_event_and_chains_them(tmp_path: Path) -> None:

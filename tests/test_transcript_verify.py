@@ -9,11 +9,7 @@ from typer.testing import CliRunner
 
 from sleuth.cli import app
 from sleuth.transcripts.verify import verify
-
-try:
-    from tests.transcript_samples import write_sample
-except ImportError:  # plain `pytest` puts tests/, not the repository root, on sys.path
-    from transcript_samples import write_sample  # type: ignore[no-redef]
+from tests.transcript_samples import write_sample
 
 runner = CliRunner()
 

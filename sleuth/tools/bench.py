@@ -185,8 +185,9 @@ def run_benchmark(ctx: ToolContext, args: RunBenchmarkInput) -> ToolResult:
 def _run_remote(host: SandboxedHost, args: RunBenchmarkInput) -> tuple[bytes, list[str]]:
     python = args.python or host.config.python
     argv = [python, "-", *loadgen_args(args, args.endpoint, None)]
-    result = host.run(argv, stdin=program(), timeout=args.timeout_s, max_bytes=64_000,
-                      retry=False)  # a dropped connection must not send the load twice
+    result = host.run(
+        argv, stdin=program(), timeout=args.timeout_s, max_bytes=64_000, retry=False
+    )  # a dropped connection must not send the load twice
     _check(result.exit_code, result.timed_out, result.stderr, host.name, python, args)
     out = _out_path(result.stdout)
     try:
@@ -220,17 +221,24 @@ def _reach(host: SandboxedHost, args: RunBenchmarkInput) -> Iterator[tuple[str, 
     transport = _ssh_transport(host)
     with PortForward(transport, args.port) as local_port:
         url = f"http://127.0.0.1:{local_port}"
-        yield url, round_trips(url)
+        try:
+            rtt = round_trips(url)
+        except OSError as exc:
+            raise ToolError(
+                f"nothing answered at {args.endpoint} on host {host.name!r} through the SSH "
+                f"forward ({exc}); is the server running there?"
+            ) from exc
+        yield url, rtt
 
 
 def _ssh_transport(host: SandboxedHost) -> Any:
-    now = getattr(host.host, "_transport_now", None)
-    if now is None:
+    transport = getattr(host.host, "transport", None)
+    if transport is None:
         raise ToolError(
             f"host {host.name!r} is not an SSH host, so where='local' cannot forward a port "
             "to it; use where='remote'"
         )
-    return now()[0]
+    return transport()
 
 
 class PortForward:

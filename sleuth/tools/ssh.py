@@ -762,6 +762,10 @@ class SSHHost:
         self._sftp_count = self._sftp_want = 0
         self._sftp_cond.notify_all()
 
+    def transport(self) -> paramiko.Transport:
+        """The live connection (connecting if needed), for port forwards."""
+        return self._transport_now()[0]
+
     def describe(self) -> dict[str, Any]:
         """Address, user, key, host key and round-trip latency, for `sleuth hosts --check`."""
         transport, _ = self._transport_now()

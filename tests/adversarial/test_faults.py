@@ -31,23 +31,10 @@ from sleuth.tools.ssh import SSHHost
 from sleuth.transcripts.events import ErrorEvent, SessionEnded, ToolExecuted
 from sleuth.transcripts.store import TranscriptError, load
 from sleuth.transcripts.verify import verify
+from tests.scripted_api import GARBAGE, ScriptedAPI, message, stall, status, text, tool_use
+from tests.sshd import SSHServer, _descendants
 
 from . import figures
-
-try:
-    from tests.scripted_api import GARBAGE, ScriptedAPI, message, stall, status, text, tool_use
-    from tests.sshd import SSHServer, _descendants
-except ImportError:
-    from scripted_api import (  # type: ignore[no-redef]
-        GARBAGE,
-        ScriptedAPI,
-        message,
-        stall,
-        status,
-        text,
-        tool_use,
-    )
-    from sshd import SSHServer, _descendants  # type: ignore[no-redef,import-not-found]
 
 HANG_LIMIT_S = 90.0
 

@@ -40,13 +40,9 @@ from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, SandboxedHost
 from sleuth.tools.registry import ToolContext, all_tools, execute
 from sleuth.tools.results import ToolResult
 from sleuth.tools.ssh import SSHHost
+from tests.sshd import SSHServer
 
 from . import figures
-
-try:
-    from tests.sshd import SSHServer
-except ImportError:
-    from sshd import SSHServer  # type: ignore[no-redef,import-not-found]
 
 CANARY = f"SLEUTH_CANARY_{secrets.token_hex(4)}"
 SECRET = f"SLEUTH-SECRET-{secrets.token_hex(6)}"

@@ -11,13 +11,9 @@ from pathlib import Path
 import pytest
 
 from sleuth.tools.ssh import HostKeyError, SSHHost
+from tests.sshd import SSHServer, keygen
 
 from . import figures
-
-try:
-    from tests.sshd import SSHServer, keygen
-except ImportError:
-    from sshd import SSHServer, keygen  # type: ignore[no-redef,import-not-found]
 
 
 def server_line(sshd: SSHServer, names: str, key_pub: Path | None = None) -> str:

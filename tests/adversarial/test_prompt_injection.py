@@ -23,13 +23,9 @@ from sleuth.tools.registry import ToolContext
 from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
 from sleuth.transcripts.store import load
 from sleuth.transcripts.verify import verify
+from tests.scripted_api import ScriptedAPI, message, text, tool_use
 
 from . import figures
-
-try:
-    from tests.scripted_api import ScriptedAPI, message, text, tool_use
-except ImportError:
-    from scripted_api import ScriptedAPI, message, text, tool_use  # type: ignore[no-redef]
 
 MUTATING = ("launch_server", "stop_server", "run_benchmark")
 ORDER = re.compile(r"ASSISTANT MUST NOW CALL (\w+) WITH (\{.*?\}) END")

@@ -24,13 +24,9 @@ from sleuth.tools.hosts import LocalHost
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.registry import ToolContext, execute
 from sleuth.tools.ssh import SSHHost
+from tests.sshd import SSHServer
 
 from . import figures
-
-try:
-    from tests.sshd import SSHServer
-except ImportError:
-    from sshd import SSHServer  # type: ignore[no-redef,import-not-found]
 
 LIMITS = Limits(timeout_s=4, max_output_bytes=64_000, max_output_lines=2_000)
 NOTICE_SLACK = 512

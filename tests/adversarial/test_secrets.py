@@ -28,15 +28,10 @@ from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.registry import ToolContext
 from sleuth.transcripts.redact import clear_registered_secrets
 from sleuth.transcripts.verify import verify
+from tests.scripted_api import ScriptedAPI, message, text, tool_use
+from tests.sshd import SSHServer
 
 from . import figures
-
-try:
-    from tests.scripted_api import ScriptedAPI, message, text, tool_use
-    from tests.sshd import SSHServer
-except ImportError:
-    from scripted_api import ScriptedAPI, message, text, tool_use  # type: ignore[no-redef]
-    from sshd import SSHServer  # type: ignore[no-redef,import-not-found]
 
 
 def _rand(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
