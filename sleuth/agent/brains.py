@@ -35,7 +35,7 @@ from sleuth.transcripts.redact import register_secret
 if TYPE_CHECKING:
     import anthropic
 
-DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-5-5"
 EPHEMERAL = {"type": "ephemeral"}
 MAX_RETRY_AFTER_S = 60.0
 T = TypeVar("T")
