@@ -219,7 +219,7 @@ class AnthropicBrain:
                 content=[
                     ContentBlock.model_validate(b.model_dump())
                     for b in message.content
-                    if b.type in ("text", "tool_use", "thinking")
+                    if b.type in ("text", "tool_use", "thinking", "redacted_thinking")
                 ],
                 stop_reason=message.stop_reason,
                 model=message.model,

@@ -66,7 +66,8 @@ class ContentBlock(BaseModel):
     """One block of a model's response, in the Messages API's shape."""
 
     model_config = ConfigDict(extra="allow")
-    type: Literal["text", "tool_use", "thinking"]
+    type: Literal["text", "tool_use", "thinking", "redacted_thinking"]
+    """Thinking blocks are kept as returned: the API wants them back, unchanged, next turn."""
     text: str | None = None
     id: str | None = None
     name: str | None = None
