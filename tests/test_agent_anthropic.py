@@ -305,3 +305,17 @@ def test_messages_from_events_rebuilds_the_conversation_sent(
     # A crash after the model asked for a tool but before it ran drops that turn.
     cut = [e for e in events if not (isinstance(e, ToolExecuted) and e.call_id == "toolu_2")]
     assert len(messages_from_events(cut)) == 3
+
+
+def test_thinking_blocks_go_back_unchanged(ctx: ToolContext, tmp_path: Path) -> None:
+    thinking = {"type": "thinking", "thinking": "Check the config first.", "signature": "c2ln"}
+    redacted = {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}
+    script = [
+        message(thinking, redacted, tool_use("toolu_1", "read_json", path="config.json")),
+        message(text("One MTP layer is declared.")),
+    ]
+    with ScriptedAPI(script) as api:
+        result, _ = run(api, ctx, tmp_path)
+    assert result.status == "answered"
+    sent_back = api.bodies()[1]["messages"][1]["content"]
+    assert sent_back[0] == thinking and sent_back[1] == redacted
