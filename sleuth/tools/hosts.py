@@ -7,6 +7,7 @@ implementation lives in `sleuth.tools.ssh`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import stat as stat_mod
@@ -151,14 +152,15 @@ class LocalHost:
                 proc.stdin.close()
             except BrokenPipeError:
                 pass
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            # The whole group: a timed-out command must leave nothing behind.
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        # A blocking wait and a timer that kills: Popen.wait(timeout) polls with sleeps
+        # of up to 50 ms, which a fast command pays on every call.
+        expired = threading.Event()
+        timer = threading.Timer(timeout, _kill_group, (proc, expired))
+        timer.daemon = True
+        timer.start()
+        proc.wait()
+        timer.cancel()
+        timed_out = expired.is_set()
         out.join()
         err.join()
         return RunResult(
@@ -197,6 +199,14 @@ class LocalHost:
 
     def close(self) -> None:
         pass
+
+
+def _kill_group(proc: subprocess.Popen[bytes], expired: threading.Event) -> None:
+    """The whole group: a timed-out command must leave nothing behind."""
+    if proc.poll() is None:
+        expired.set()
+        with contextlib.suppress(ProcessLookupError):  # it ended between poll and kill
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def kind_of(mode: int) -> PathKind:

@@ -25,7 +25,7 @@ import re
 import struct
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -139,9 +139,9 @@ def _tiled_end(tensors: dict[str, Any], columns: list[Any]) -> int | None:
     """The end of the data when every entry is well-formed and they tile [0, end), else None.
 
     Whole-column operations (map, set, sorted, any) run in C: a shard holds ~10^4 tensors
-    and a checkpoint ~10^6, too many for a Python-level loop per tensor. Derived numbers
-    stay lazy (compared pairwise, never stored in lists): each is freed as soon as it is
-    compared, so memory is reused instead of a million fresh ints per check.
+    and a checkpoint ~10^6, too many for a Python-level loop per tensor. Sizes stay lazy
+    (compared pairwise, never stored); contiguity is one list comparison of the starts
+    against the ends, in offset order, which is header order for every known writer.
     """
     if not tensors:
         return 0
@@ -153,21 +153,27 @@ def _tiled_end(tensors: dict[str, Any], columns: list[Any]) -> int | None:
         dtypes = list(map(_DTYPE, infos))
         if set(map(type, shapes)) != {list} or set(map(type, offsets)) != {list}:
             return None
-        if set(map(len, offsets)) != {2} or set(map(type, flat(offsets))) != {int}:
+        if set(map(len, offsets)) != {2}:
             return None
-        if set(map(type, flat(shapes))) - {int} or min(flat(shapes), default=0) < 0:
+        starts, ends = list(map(_FIRST, offsets)), list(map(_SECOND, offsets))
+        if set(map(type, starts)) != {int} or set(map(type, ends)) != {int}:
+            return None
+        dims = list(flat(shapes))
+        if set(map(type, dims)) - {int} or min(dims, default=0) < 0:
             return None
         need = map(operator.mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes))
-        spans = map(operator.sub, map(_SECOND, offsets), map(_FIRST, offsets))
+        spans = map(operator.sub, ends, starts)
         if any(map(operator.ne, need, map(operator.mul, spans, itertools.repeat(8)))):
             return None
     except (KeyError, TypeError):
         return None
-    ordered = sorted(offsets)
-    starts = map(_FIRST, itertools.islice(ordered, 1, None))
-    if ordered[0][0] != 0 or any(map(operator.ne, starts, map(_SECOND, ordered))):
+    if starts != sorted(starts):  # writers emit offset order: sorting is then one C pass
+        order = sorted(range(len(starts)), key=starts.__getitem__)
+        starts, ends = list(map(starts.__getitem__, order)), list(map(ends.__getitem__, order))
+    # Equal starts (empty tensors) in the other order fail here; the walk then decides.
+    if starts[0] != 0 or starts[1:] != ends[:-1]:
         return None
-    end: int = ordered[-1][1]
+    end: int = ends[-1]
     columns[:] = [dtypes, shapes]
     return end
 
@@ -755,12 +761,24 @@ def compact(
     parsed["count"] = len(tensors)
     parsed["groups"] = shard_groups(list(tensors), columns[0], list(map(tuple, columns[1])))
     if listed is not None:
-        weight_map = inputs["index"]["weight_map"]
-        parsed["names_match"] = _shard_matches(weight_map, shard, tensors, listed[shard])
-        parsed["name_errors"] = []
-        if not parsed["names_match"]:
-            _name_mismatch(inputs, shard, tensors, parsed["name_errors"])
+        check_names(parsed, shard, inputs, listed, tensors)
     return parsed
+
+
+def check_names(
+    parsed: dict[str, Any],
+    shard: str,
+    inputs: dict[str, Any],
+    listed: Counter[str],
+    names: Collection[str],
+) -> None:
+    """Record whether the shard's tensor names are exactly those the index gives it."""
+    weight_map = inputs["index"]["weight_map"]
+    parsed["names_match"] = _shard_matches(weight_map, shard, names, listed[shard])
+    parsed["name_errors"] = []
+    if not parsed["names_match"]:
+        lookup = names if isinstance(names, (dict, set)) else set(names)
+        _name_mismatch(inputs, shard, lookup, parsed["name_errors"])
 
 
 def index_names(inputs: dict[str, Any], shard: str) -> list[str]:
@@ -808,7 +826,7 @@ def _consistency(inputs: dict[str, Any], errors: list[str], warnings: list[str])
 
 
 def _shard_matches(
-    weight_map: dict[str, str], shard: str, tensors: dict[str, Any], listed: int
+    weight_map: dict[str, str], shard: str, tensors: Collection[str], listed: int
 ) -> bool:
     """Header names == the index's names for this shard, with C-speed lookups."""
     if len(tensors) != listed:
@@ -823,7 +841,7 @@ def _shard_matches(
 
 
 def _name_mismatch(
-    inputs: dict[str, Any], shard: str, tensors: dict[str, Any], errors: list[str]
+    inputs: dict[str, Any], shard: str, tensors: Collection[str], errors: list[str]
 ) -> None:
     listed = index_names(inputs, shard)
     lacking = [n for n in listed if n not in tensors]
@@ -901,6 +919,9 @@ class LocalFs:
         self.bytes_read += len(data)
         return data
 
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(self._inside(path))
+
     def _inside(self, path: str) -> str:
         real = os.path.realpath(path)
         if self.roots and not any(real == r or real.startswith(r + "/") for r in self.roots):
@@ -912,37 +933,55 @@ if TYPE_CHECKING:  # subscripted collections.abc types fail at runtime on Python
     Mapper = Callable[[Callable[[str], Any], list[str]], Iterable[Any]]
 
 
-def collect(model_dir: str, fs: Any, pmap: Mapper = map) -> dict[str, Any]:
+def collect(model_dir: str, fs: Any, pmap: Mapper = map, fork: bool = False) -> dict[str, Any]:
     """Read configs, the index and every shard header (8 + n bytes each) through `fs`.
 
     `fs` has size(path) -> int | None and read(path, offset, length) -> bytes;
-    `pmap` maps a function over shard names (a thread pool for remote reads).
+    `pmap` maps a function over shard names (a thread pool for remote reads). `fork`
+    (a local, single-threaded process only) starts workers on the shards found on disk
+    before the index is parsed, so its parse overlaps their header work.
     """
     join = os.path.join
     names = ["config.json", "hf_quant_config.json", INDEX_NAME, SINGLE_NAME]
     sizes = dict(zip(names, pmap(lambda n: fs.size(join(model_dir, n)), names)))  # noqa: B905
     inputs: dict[str, Any] = {"model_dir": model_dir, "errors": [], "files": {}}
+    raw_index, early = None, None
+    if sizes[INDEX_NAME] is not None:
+        raw_index = fs.read(join(model_dir, INDEX_NAME), 0, sizes[INDEX_NAME])
+        if fork:
+            early = Early.start(model_dir, fs, raw_index, inputs)
     for name, key in (("config.json", "config"), ("hf_quant_config.json", "hf_quant_config")):
         size = sizes[name]
         if size is not None:
             inputs[key] = _read_json(fs, join(model_dir, name), size, inputs["errors"])
             inputs["files"][name] = size
-    shards = _shard_names(model_dir, fs, sizes, inputs)
+    try:
+        shards = _shard_names(model_dir, fs, sizes, inputs, raw_index)
+        index = inputs.get("index")
+        listed = Counter(index["weight_map"].values()) if index else None
 
-    index = inputs.get("index")
-    listed = Counter(index["weight_map"].values()) if index else None
+        def one(shard: str) -> dict[str, Any]:
+            header = read_header(fs, join(model_dir, shard), shard)
+            return header if header.get("error") else compact(header, shard, inputs, listed)
 
-    def one(shard: str) -> dict[str, Any]:
-        header = read_header(fs, join(model_dir, shard), shard)
-        return header if header.get("error") else compact(header, shard, inputs, listed)
-
-    inputs["headers"] = dict(zip(shards, pmap(one, shards)))  # noqa: B905
+        done = early.finish(one, shards, inputs) if early else {}
+    except BaseException:
+        if early:
+            early.abandon()
+        raise
+    rest = [s for s in shards if s not in done]
+    done.update(zip(rest, pmap(one, rest)))  # noqa: B905
+    inputs["headers"] = {shard: done[shard] for shard in shards}
     inputs["bytes_read"] = getattr(fs, "bytes_read", 0)
     return inputs
 
 
 def _shard_names(
-    model_dir: str, fs: Any, sizes: dict[str, int | None], inputs: dict[str, Any]
+    model_dir: str,
+    fs: Any,
+    sizes: dict[str, int | None],
+    inputs: dict[str, Any],
+    raw_index: bytes | None = None,
 ) -> list[str]:
     """The shards to read: those the index names, else the single file."""
     index_size = sizes[INDEX_NAME]
@@ -955,7 +994,8 @@ def _shard_names(
         inputs["index"] = None
         return [SINGLE_NAME]
     inputs["files"][INDEX_NAME] = index_size
-    index = _read_json(fs, os.path.join(model_dir, INDEX_NAME), index_size, inputs["errors"])
+    path = os.path.join(model_dir, INDEX_NAME)
+    index = _read_json(fs, path, index_size, inputs["errors"], raw_index)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
         raise ProbeError(f"{INDEX_NAME} has no weight_map object; the index is malformed")
@@ -969,9 +1009,9 @@ def _shard_names(
     return shards
 
 
-def _read_json(fs: Any, path: str, size: int, errors: list[str]) -> Any:
+def _read_json(fs: Any, path: str, size: int, errors: list[str], raw: bytes | None = None) -> Any:
     try:
-        return _loads(fs.read(path, 0, size))
+        return _loads(fs.read(path, 0, size) if raw is None else raw)
     except ValueError as exc:
         errors.append(f"{os.path.basename(path)} is not valid JSON: {exc}")
         return None
@@ -994,7 +1034,7 @@ def read_header(fs: Any, path: str, shard: str) -> dict[str, Any]:
     return parsed
 
 
-def summarise(model_dir: str, fs: Any, pmap: Mapper = map) -> dict[str, Any]:
+def summarise(model_dir: str, fs: Any, pmap: Mapper = map, fork: bool = False) -> dict[str, Any]:
     """collect + analyse with the cyclic GC paused.
 
     A big checkpoint's headers become ~10^6 dicts and lists, none in a cycle; with the
@@ -1003,7 +1043,7 @@ def summarise(model_dir: str, fs: Any, pmap: Mapper = map) -> dict[str, Any]:
     paused = gc.isenabled()
     gc.disable()
     try:
-        return analyse(collect(model_dir, fs, pmap))
+        return analyse(collect(model_dir, fs, pmap, fork))
     finally:
         if paused:
             gc.enable()
@@ -1014,39 +1054,112 @@ SHARDS_PER_WORKER = 4
 """Fewer shards than this per extra process are not worth a fork."""
 
 
-def forked_map(fs: Any) -> Mapper:
-    """A map that shares the items between this process and forked workers.
+QUEUE_LIMIT = 16_000
+"""Shard numbers fit a pipe's 64 KB buffer, written at once before any worker starts."""
 
-    Parsing headers is CPU-bound and holds the GIL, so threads would not help; a fork
-    inherits the parsed index (copy-on-write) and sends back only each shard's compact
-    groups, pickled. A worker that fails leaves its share to this process, which then
-    meets the same error itself. Only for a single-threaded process (the probe program).
+
+class Early:
+    """Forked workers that read the headers of the shards on disk while the index is parsed.
+
+    Parsing headers is CPU-bound and holds the GIL, so threads would not help. The shards
+    come from the directory listing, and a worker takes one only when its quoted name is in
+    the raw index text, so no other file is read. Workers and this process pull shard
+    numbers from one pipe, 4 bytes each (pipe reads of whole records are atomic), which
+    balances the work; this process joins once its index is parsed. Workers send back each
+    shard's compact groups and its names (joined), pickled; the names are checked against
+    the index here. A shard a worker did not finish, for any reason, is done here: a worker
+    that fails only costs time. Only for a single-threaded process (the probe program).
     """
 
-    def pmap(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        workers = min(_cpus(), MAX_WORKERS, len(items) // SHARDS_PER_WORKER)
-        if workers < 2 or not hasattr(os, "fork"):
-            return list(map(fn, items))
+    def __init__(
+        self, fs: Any, candidates: list[str], queue: int, children: list[tuple[int, int]]
+    ) -> None:
+        self.fs, self.candidates, self.queue, self.children = fs, candidates, queue, children
+
+    @classmethod
+    def start(cls, model_dir: str, fs: Any, raw_index: bytes, inputs: Any) -> Early | None:
+        if not hasattr(os, "fork") or not hasattr(fs, "listdir"):
+            return None
+        try:
+            candidates = sorted(n for n in fs.listdir(model_dir) if n.endswith(".safetensors"))
+        except (OSError, ProbeError):
+            return None
+        workers = min(_cpus(), MAX_WORKERS, len(candidates) // SHARDS_PER_WORKER) - 1
+        if workers < 1 or len(candidates) > QUEUE_LIMIT:
+            return None
+        read_fd, write_fd = os.pipe()
+        os.write(write_fd, struct.pack(f"<{len(candidates)}I", *range(len(candidates))))
+        os.close(write_fd)
         sys.stdout.flush()
-        children = [(k, *_fork_worker(fn, items[k::workers], fs)) for k in range(1, workers)]
-        results: list[Any] = [None] * len(items)
-        results[0::workers] = list(map(fn, items[0::workers]))
-        for k, pid, fd in children:
+
+        def work() -> list[tuple[str, dict[str, Any]]]:
+            out = []
+            for shard in _pulled(read_fd, candidates):
+                if b'"' + shard.encode() + b'"' not in raw_index:
+                    continue
+                try:
+                    header = read_header(fs, os.path.join(model_dir, shard), shard)
+                    if not header.get("error"):
+                        names: Any = "\n".join(header["tensors"])
+                        if names.count("\n") != max(0, len(header["tensors"]) - 1):
+                            names = list(header["tensors"])
+                        header = compact(header, shard, inputs, None)
+                        header["names"] = names
+                except Exception:  # left for this process, which meets and reports it
+                    continue
+                out.append((shard, header))
+            return out
+
+        children = [_fork_worker(work, fs) for _ in range(workers)]
+        return cls(fs, candidates, read_fd, children)
+
+    def finish(
+        self, one: Callable[[str], Any], shards: list[str], inputs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Pull the rest of the queue here, then gather the workers' shards."""
+        wanted = set(shards)
+        done = {s: one(s) for s in _pulled(self.queue, self.candidates) if s in wanted}
+        listed = Counter(inputs["index"]["weight_map"].values())
+        for pid, fd in self.children:
             with os.fdopen(fd, "rb") as pipe:
                 payload = pipe.read()
             os.waitpid(pid, 0)
             try:
                 share, nbytes = pickle.loads(payload)
-            except Exception:  # the worker died: do its share here
-                share, nbytes = list(map(fn, items[k::workers])), 0
-            fs.bytes_read += nbytes
-            results[k::workers] = share
-        return results
+            except Exception:  # the worker died: its shards are redone here
+                continue
+            self.fs.bytes_read += nbytes
+            for shard, header in share:
+                if shard not in wanted:
+                    continue
+                names = header.pop("names", None)
+                if names is not None:
+                    if isinstance(names, str):
+                        names = names.split("\n") if header["count"] else []
+                    check_names(header, shard, inputs, listed, names)
+                done[shard] = header
+        self.children = []
+        os.close(self.queue)
+        return done
 
-    return pmap
+    def abandon(self) -> None:
+        """Stop the workers (an error ends the summary): they must not outlive it."""
+        for pid, fd in self.children:
+            os.close(fd)
+            try:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            except OSError:  # already gone
+                continue
+        self.children = []
 
 
-def _fork_worker(fn: Callable[[Any], Any], share: list[Any], fs: Any) -> tuple[int, int]:
+def _pulled(queue: int, candidates: list[str]) -> Iterator[str]:
+    while record := os.read(queue, 4):
+        yield candidates[struct.unpack("<I", record)[0]]
+
+
+def _fork_worker(fn: Callable[[], Any], fs: Any) -> tuple[int, int]:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid:
@@ -1056,7 +1169,7 @@ def _fork_worker(fn: Callable[[Any], Any], share: list[Any], fs: Any) -> tuple[i
     try:  # the child: never returns, never runs the parent's cleanup
         os.close(read_fd)
         before = fs.bytes_read
-        out = list(map(fn, share))
+        out = fn()
         payload = pickle.dumps((out, fs.bytes_read - before), pickle.HIGHEST_PROTOCOL)
         with os.fdopen(write_fd, "wb") as pipe:
             pipe.write(payload)
@@ -1076,7 +1189,7 @@ def main(argv: list[str]) -> int:
     model_dir, roots = argv[1], argv[2:]
     try:
         fs = LocalFs(roots)
-        doc: dict[str, Any] = {"ok": True, "summary": summarise(model_dir, fs, forked_map(fs))}
+        doc: dict[str, Any] = {"ok": True, "summary": summarise(model_dir, fs, fork=True)}
     except (ProbeError, OSError) as exc:
         doc = {"ok": False, "error": str(exc)}
     sys.stdout.write(json.dumps(doc, separators=(",", ":")))
