@@ -964,7 +964,7 @@ def collect(model_dir: str, fs: Any, pmap: Mapper = map, fork: bool = False) -> 
             header = read_header(fs, join(model_dir, shard), shard)
             return header if header.get("error") else compact(header, shard, inputs, listed)
 
-        done = early.finish(one, shards, inputs) if early else {}
+        done = early.finish(one, shards, inputs, listed or Counter()) if early else {}
     except BaseException:
         if early:
             early.abandon()
@@ -1114,12 +1114,15 @@ class Early:
         return cls(fs, candidates, read_fd, children)
 
     def finish(
-        self, one: Callable[[str], Any], shards: list[str], inputs: dict[str, Any]
+        self,
+        one: Callable[[str], Any],
+        shards: list[str],
+        inputs: dict[str, Any],
+        listed: Counter[str],
     ) -> dict[str, Any]:
         """Pull the rest of the queue here, then gather the workers' shards."""
         wanted = set(shards)
         done = {s: one(s) for s in _pulled(self.queue, self.candidates) if s in wanted}
-        listed = Counter(inputs["index"]["weight_map"].values())
         for pid, fd in self.children:
             with os.fdopen(fd, "rb") as pipe:
                 payload = pipe.read()
