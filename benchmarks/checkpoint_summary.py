@@ -270,6 +270,11 @@ def report(rows: list[dict[str, Any]]) -> str:
         "- The probe runs as its own process locally too, and forks workers over the shards "
         "(a 2-core machine under load from other work gains little from them; a GPU host "
         "with many cores gains more).",
+        "- Locally the workers start on the shards found on disk (only those whose quoted "
+        "name is in the raw index text) while the index is still being parsed, pulling shard "
+        "numbers from one pipe with this process, so the index parse overlaps header work; "
+        "contiguity is one list comparison of starts against ends; LocalHost.run waits "
+        "blocking with a timer kill instead of Popen's 50 ms polling.",
         "- SFTP: a small pool of SFTP clients on the one connection (extra ones borrow free "
         "exec slots, within sshd's MaxSessions) lets the 16 reader threads overlap; on "
         "loopback the path is bound by paramiko's CPU cost per byte instead.",
