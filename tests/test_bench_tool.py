@@ -89,6 +89,10 @@ def test_run_benchmark_needs_permission_and_a_loopback_endpoint(
     chosen_dir = call(ctx, "local", server, tmp_path, results_dir=str(tmp_path / "elsewhere"))
     assert not chosen_dir.ok and "results_dir" in (chosen_dir.error or "")
     assert not (tmp_path / "elsewhere").exists()  # where records go is never the model's choice
+    huge = call(ctx, "local", server, tmp_path, input_len=2**63)  # found by fuzzing: 16 GB RSS
+    assert not huge.ok and "input_len" in (huge.error or "")
+    heavy = call(ctx, "local", server, tmp_path, input_len=100_000, concurrency=[1000])
+    assert not heavy.ok and "prompt words" in (heavy.error or "")
 
 
 @pytest.mark.ssh

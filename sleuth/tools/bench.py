@@ -32,6 +32,8 @@ from sleuth.tools.registry import ToolContext, ToolInput, tool
 from sleuth.tools.results import ToolError, ToolResult
 
 READ_BLOCK = 4 << 20
+MAX_WORDS_IN_FLIGHT = 64_000_000
+"""About 400 MB of prompts held by the load generator at once."""
 LOOPBACK = ("127.0.0.1", "localhost")
 
 
@@ -47,14 +49,21 @@ class RunBenchmarkInput(ToolInput):
         None, description="Closed loop: concurrencies to run one after another (a sweep)."
     )
     request_rate: float | None = Field(
-        None, description="Open loop: Poisson arrivals per second (0 = all at once)."
+        None,
+        ge=0,
+        le=100_000,
+        description="Open loop: Poisson arrivals per second (0 = all at once).",
     )
-    max_concurrency: int | None = Field(None, description="Open loop: cap on requests in flight.")
+    max_concurrency: int | None = Field(
+        None, ge=1, le=10_000, description="Open loop: cap on requests in flight."
+    )
     num_prompts: int = Field(64, ge=1, le=100_000, description="Requests per phase.")
-    input_len: int = Field(256, ge=1, description="Prompt length in words (≈ tokens).")
-    output_len: int = Field(256, ge=1, description="max_tokens, with ignore_eos.")
+    input_len: int = Field(256, ge=1, le=1 << 20, description="Prompt length in words (≈ tokens).")
+    output_len: int = Field(256, ge=1, le=1 << 20, description="max_tokens, with ignore_eos.")
     seed: int = Field(0, description="Seeds prompts and arrivals.")
-    warmup: int = Field(2, ge=0, description="Requests sent first and left out of the metrics.")
+    warmup: int = Field(
+        2, ge=0, le=10_000, description="Requests sent first and left out of the metrics."
+    )
     where: Literal["remote", "local"] = Field(
         "remote", description="Run the load generator on the host (default) or here."
     )
@@ -69,7 +78,9 @@ class RunBenchmarkInput(ToolInput):
     spec_counters: bool = Field(
         True, description="Read the server's speculative counters before and after each phase."
     )
-    timeout_s: float = Field(1800.0, gt=0, description="Wall-clock limit for the whole run.")
+    timeout_s: float = Field(
+        1800.0, gt=0, le=86_400, description="Wall-clock limit for the whole run."
+    )
 
     @field_validator("endpoint")
     @classmethod
@@ -86,8 +97,18 @@ class RunBenchmarkInput(ToolInput):
     def _one_mode(self) -> RunBenchmarkInput:
         if (self.concurrency is None) == (self.request_rate is None):
             raise ValueError("give exactly one of concurrency (a list) and request_rate")
-        if self.concurrency is not None and (not self.concurrency or min(self.concurrency) < 1):
-            raise ValueError("concurrency must be a non-empty list of positive integers")
+        if self.concurrency is not None and (
+            not self.concurrency or min(self.concurrency) < 1 or max(self.concurrency) > 10_000
+        ):
+            raise ValueError("concurrency must be a non-empty list of integers from 1 to 10000")
+        # Prompts are built per request, so memory grows with what is in flight at once.
+        in_flight = max(self.concurrency or [self.max_concurrency or self.num_prompts])
+        if in_flight * self.input_len > MAX_WORDS_IN_FLIGHT:
+            raise ValueError(
+                f"{in_flight} requests of {self.input_len} words in flight would hold "
+                f"{in_flight * self.input_len:,} prompt words; keep it under "
+                f"{MAX_WORDS_IN_FLIGHT:,} (lower input_len, concurrency or max_concurrency)"
+            )
         return self
 
     @property
