@@ -375,6 +375,10 @@ class SSHHost:
     def _open(self, end: Endpoint, via: paramiko.Transport | None) -> paramiko.Transport:
         sock = self._socket(end, via)
         transport = paramiko.Transport(sock, default_window_size=WINDOW_BYTES)
+        # paramiko's own rekey (after 512 MiB) can stall a channel reading a large output:
+        # "Key-exchange timed out waiting for key negotiation" (paramiko#822). OpenSSH servers
+        # rekey on their own schedule, so leave it to them, on this connection only.
+        transport.packetizer.REKEY_BYTES = transport.packetizer.REKEY_PACKETS = 1 << 62
         name = host_key_name(end.hostname, end.port)
         files = [self.user_known_hosts, self.known_hosts]
         started = time.monotonic()
