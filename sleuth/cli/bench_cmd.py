@@ -16,6 +16,7 @@ from sleuth.cli.common import (
     ConfigOption,
     JsonOption,
     console,
+    err_console,
     fail,
     print_json,
     settings_or_exit,
@@ -105,7 +106,13 @@ def bench(
         ctx.results_dir = out_dir
         if host != LOCAL:
             ctx.host(host).check_allowed("run_benchmark")
-        result = run_benchmark(ctx, args)
+        phases = [f"c={c}" for c in args.concurrency or []] or [f"{args.request_rate} req/s"]
+        with err_console.status(
+            f"benchmarking {endpoint} on {host}: {len(phases)} phase(s) of "
+            f"{args.num_prompts} requests ({', '.join(map(str, phases))})",
+            spinner="dots",
+        ):
+            result = run_benchmark(ctx, args)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     except (ToolError, HostError) as exc:
