@@ -17,6 +17,7 @@ from sleuth.cli.common import (
     ConfigOption,
     JsonOption,
     console,
+    err_console,
     fail,
     print_json,
     settings_or_exit,
@@ -81,7 +82,8 @@ def run_tool(
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     try:
-        result = execute(ctx, name, inputs)
+        with err_console.status(f"{name} on {host}", spinner="dots"):
+            result = execute(ctx, name, inputs)
     finally:
         for sandbox in ctx.hosts.values():
             sandbox.host.close()
