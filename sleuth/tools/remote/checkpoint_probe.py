@@ -93,6 +93,9 @@ def parse_header(shard: str, raw: bytes, file_size: int) -> dict[str, Any]:
     """Parse and validate one header; returns {"tensors": {...}, "metadata": {...}, ...}."""
     if raw[:1] != b"{" and raw.lstrip()[:1] != b"{":
         raise HeaderError(f"{shard}: header does not start with '{{'; not a safetensors file")
+    fast = _canonical(raw, file_size - 8 - len(raw))
+    if fast is not None:
+        return fast
     try:
         doc = _loads(raw)
     except ValueError as exc:
@@ -107,6 +110,70 @@ def parse_header(shard: str, raw: bytes, file_size: int) -> dict[str, Any]:
     declared = check_offsets(shard, doc, data_len, columns)
     return {"tensors": doc, "metadata": metadata or {}, "declared": declared, "data": data_len,
             "columns": columns}  # fmt: skip
+
+
+_NUMBER = rb"(?:0|[1-9][0-9]{0,17})"  # under 2**63: every JSON parser reads it as the same int
+_ENTRY = re.compile(
+    rb'"([ !#-\[\]-~]*)":\{"dtype":"([0-9A-Z_]{1,16})","shape":\[((?:%s(?:,%s)*)?)\],'
+    rb'"data_offsets":\[(%s),(%s)\]\},' % ((_NUMBER,) * 4)
+)
+_ENTRY_FRAME = len(b'"":{"dtype":"","shape":[],"data_offsets":[,]},')
+_METADATA = re.compile(rb'\{"__metadata__":(\{[^{}]*\}),')
+
+
+def _canonical(raw: bytes, data_len: int) -> dict[str, Any] | None:
+    """parse_header's result for a header in the form every writer emits, else None.
+
+    `{"__metadata__":{...},"name":{"dtype":"BF16","shape":[1,2],"data_offsets":[0,4]},...}`
+    with printable-ASCII names free of escapes, padded with spaces: one regex pass yields the
+    columns with no per-tensor dict. The matches, each an entry and its comma, are disjoint,
+    so when their lengths add up to the body's they are the whole body, and a JSON parser
+    would read exactly these entries. Anything else (and any invalid tensor) returns None,
+    and the JSON parse and its per-tensor walk then decide and word the errors.
+    """
+    meta = _METADATA.match(raw)
+    start = meta.end() if meta else 1
+    stop = len(raw.rstrip(b" ")) - 1
+    if raw[:1] != b"{" or raw[stop : stop + 1] != b"}" or stop < start:
+        return None
+    body = raw[start:stop] + b","
+    matches = _ENTRY.findall(body)
+    if not matches:
+        return None
+    flat = itertools.chain.from_iterable(matches)
+    if sum(map(len, flat)) + _ENTRY_FRAME * len(matches) != len(body):
+        return None
+    names_b, dtypes_b, shapes_b, begins_b, ends_b = zip(*matches)  # noqa: B905
+    names = b"\n".join(names_b).decode("ascii").split("\n")
+    unique = set(names)
+    if len(unique) != len(names) or "__metadata__" in unique:
+        return None  # JSON keeps the last of duplicate keys; metadata is not a tensor
+    keys = list(zip(dtypes_b, shapes_b))  # noqa: B905
+    dtype_of = {k: k[0].decode("ascii") for k in set(keys)}
+    shape_of = {k: _dims(k[1]) for k in dtype_of}
+    if not set(dtype_of.values()) <= DTYPE_BITS.keys():
+        return None
+    bits = {k: math.prod(shape_of[k]) * DTYPE_BITS[d] for k, d in dtype_of.items()}
+    begins, ends = list(map(int, begins_b)), list(map(int, ends_b))
+    spans = map(operator.sub, ends, begins)
+    eights = itertools.repeat(8)
+    if any(map(operator.ne, map(bits.__getitem__, keys), map(operator.mul, spans, eights))):
+        return None
+    if begins[0] != 0 or begins[1:] != ends[:-1] or ends[-1] > data_len:
+        return None
+    try:
+        metadata = _loads(meta.group(1)) if meta else {}
+    except ValueError:
+        return None
+    if not isinstance(metadata, dict):
+        return None
+    columns = [list(map(dtype_of.__getitem__, keys)), list(map(shape_of.__getitem__, keys))]
+    return {"tensors": names, "metadata": metadata, "declared": ends[-1], "data": data_len,
+            "columns": columns}  # fmt: skip
+
+
+def _dims(shape: bytes) -> tuple[int, ...]:
+    return tuple(map(int, shape.split(b","))) if shape else ()
 
 
 def check_offsets(
