@@ -112,68 +112,81 @@ def parse_header(shard: str, raw: bytes, file_size: int) -> dict[str, Any]:
             "columns": columns}  # fmt: skip
 
 
-_NUMBER = rb"(?:0|[1-9][0-9]{0,17})"  # under 2**63: every JSON parser reads it as the same int
-_ENTRY = re.compile(
-    rb'"([ !#-\[\]-~]*)":\{"dtype":"([0-9A-Z_]{1,16})","shape":\[((?:%s(?:,%s)*)?)\],'
-    rb'"data_offsets":\[(%s),(%s)\]\},' % ((_NUMBER,) * 4)
-)
-_ENTRY_FRAME = len(b'"":{"dtype":"","shape":[],"data_offsets":[,]},')
+_NUMBER = "(?:0|[1-9][0-9]{0,17})"  # under 2**63: every JSON parser reads it as the same int
+_KIND = re.compile(r'([0-9A-Z_]{1,16})","shape":\[(' + f"(?:{_NUMBER}(?:,{_NUMBER})*)?)")
 _METADATA = re.compile(rb'\{"__metadata__":(\{[^{}]*\}),')
+_MARKS = b"\x01\x03\x04"
+_SEPARATORS = ((b'":{"dtype":"', b"\x01"), (b'],"data_offsets":[', b"\x03"), (b']},"', b"\x04"))
+_NOT_MARKS = bytes(c for c in range(256) if c not in _MARKS)
+_MARKS_TO_TAB = bytes.maketrans(_MARKS, b"\t\t\t")
 
 
 def _canonical(raw: bytes, data_len: int) -> dict[str, Any] | None:
     """parse_header's result for a header in the form every writer emits, else None.
 
     `{"__metadata__":{...},"name":{"dtype":"BF16","shape":[1,2],"data_offsets":[0,4]},...}`
-    with printable-ASCII names free of escapes, padded with spaces: one regex pass yields the
-    columns with no per-tensor dict. The matches, each an entry and its comma, are disjoint,
-    so when their lengths add up to the body's they are the whole body, and a JSON parser
-    would read exactly these entries. Anything else (and any invalid tensor) returns None,
-    and the JSON parse and its per-tensor walk then decide and word the errors.
+    padded with spaces, names printable ASCII without escapes. Each separator between the
+    columns becomes a marker byte the header lacks, so the markers map back to exactly one
+    text: when they come in entry order and every column holds what the form allows, the
+    header *is* that form and a JSON parser reads exactly these entries. No per-tensor
+    dict is built. Anything else (and any invalid tensor) returns None, and the JSON parse
+    and its per-tensor walk decide and word the errors.
     """
     meta = _METADATA.match(raw)
     start = meta.end() if meta else 1
     stop = len(raw.rstrip(b" ")) - 1
-    if raw[:1] != b"{" or raw[stop : stop + 1] != b"}" or stop < start:
+    if raw[:1] != b"{" or raw[stop : stop + 1] != b"}" or raw[start : start + 1] != b'"':
         return None
-    body = raw[start:stop] + b","
-    matches = _ENTRY.findall(body)
-    if not matches:
+    body = raw[start + 1 : stop - 2]
+    if raw[stop - 2 : stop] != b"]}" or not body.isascii() or b"\\" in body or b"\t" in body:
         return None
-    flat = itertools.chain.from_iterable(matches)
-    if sum(map(len, flat)) + _ENTRY_FRAME * len(matches) != len(body):
+    for separator, mark in _SEPARATORS:
+        if mark in body:
+            return None
+        body = body.replace(separator, mark)
+    marks = body.translate(None, _NOT_MARKS)
+    n = (len(marks) + 1) // 3
+    if n < 1 or marks != _MARKS * (n - 1) + _MARKS[:2]:
         return None
-    names_b, dtypes_b, shapes_b, begins_b, ends_b = zip(*matches)  # noqa: B905
-    names = b"\n".join(names_b).decode("ascii").split("\n")
-    unique = set(names)
-    if len(unique) != len(names) or "__metadata__" in unique:
-        return None  # JSON keeps the last of duplicate keys; metadata is not a tensor
-    keys = list(zip(dtypes_b, shapes_b))  # noqa: B905
-    dtype_of = {k: k[0].decode("ascii") for k in set(keys)}
-    shape_of = {k: _dims(k[1]) for k in dtype_of}
-    if not set(dtype_of.values()) <= DTYPE_BITS.keys():
+    columns = body.translate(_MARKS_TO_TAB).decode("ascii").split("\t")
+    names, kinds = columns[0::3], columns[1::3]
+    joined = "".join(names)
+    if '"' in joined or not joined.isprintable() or len(set(names)) != n:
         return None
-    bits = {k: math.prod(shape_of[k]) * DTYPE_BITS[d] for k, d in dtype_of.items()}
-    begins, ends = list(map(int, begins_b)), list(map(int, ends_b))
-    spans = map(operator.sub, ends, begins)
-    eights = itertools.repeat(8)
-    if any(map(operator.ne, map(bits.__getitem__, keys), map(operator.mul, spans, eights))):
+    if "__metadata__" in names:  # JSON would read it as the metadata, not a tensor
         return None
-    if begins[0] != 0 or begins[1:] != ends[:-1] or ends[-1] > data_len:
+    dtype_of, shape_of, size_of = _kinds(set(kinds))
+    if not size_of:
+        return None
+    ends = list(itertools.accumulate(map(size_of.__getitem__, kinds)))
+    if ends[-1] > data_len:
+        return None
+    if list(map("%d,%d".__mod__, zip([0, *ends[:-1]], ends))) != columns[2::3]:  # noqa: B905
         return None
     try:
         metadata = _loads(meta.group(1)) if meta else {}
     except ValueError:
         return None
-    if not isinstance(metadata, dict):
-        return None
-    columns = [list(map(dtype_of.__getitem__, keys)), list(map(shape_of.__getitem__, keys))]
     return {"tensors": names, "metadata": metadata, "declared": ends[-1], "data": data_len,
-            "columns": columns}  # fmt: skip
+            "columns": [list(map(dtype_of.__getitem__, kinds)),
+                        list(map(shape_of.__getitem__, kinds))]}  # fmt: skip
 
 
-def _dims(shape: bytes) -> tuple[int, ...]:
-    return tuple(map(int, shape.split(b","))) if shape else ()
+def _kinds(
+    kinds: set[str],
+) -> tuple[dict[str, str], dict[str, tuple[int, ...]], dict[str, int]]:
+    """Dtype, shape and bytes of each distinct `BF16","shape":[1,2` text; empty if one is bad."""
+    dtype_of, shape_of, size_of = {}, {}, {}
+    for kind in kinds:
+        match = _KIND.fullmatch(kind)
+        if match is None or match.group(1) not in DTYPE_BITS:
+            return {}, {}, {}
+        dims = tuple(map(int, match.group(2).split(","))) if match.group(2) else ()
+        bits = math.prod(dims) * DTYPE_BITS[match.group(1)]
+        if bits % 8:
+            return {}, {}, {}
+        dtype_of[kind], shape_of[kind], size_of[kind] = match.group(1), dims, bits // 8
+    return dtype_of, shape_of, size_of
 
 
 def check_offsets(
