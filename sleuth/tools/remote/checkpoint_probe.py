@@ -13,6 +13,8 @@ compacted shard by shard; the cyclic GC is paused; and as a program it forks wor
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import gc
 import itertools
@@ -24,7 +26,7 @@ import pickle
 import re
 import struct
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -810,9 +812,10 @@ def shard_groups(
         parts = list(map(_DIGITS.split, names))
         templates = [tuple(p[0::2]) for p in parts]
         numbers = [" ".join(p[1::2]) for p in parts]
-    members: dict[tuple[Any, str, tuple[int, ...]], list[Any]] = {}
-    for key, number in zip(zip(templates, dtypes, shapes), numbers):  # noqa: B905
-        members.setdefault(key, []).append(number)
+    # defaultdict lookups and list.append mapped over the columns: no Python-level loop.
+    members: defaultdict[tuple[Any, str, tuple[int, ...]], list[Any]] = defaultdict(list)
+    keys = map(members.__getitem__, zip(templates, dtypes, shapes))  # noqa: B905
+    collections.deque(map(list.append, keys, numbers), maxlen=0)
     out: dict[Any, list[Any]] = {}
     for (template, dtype, shape), group in members.items():
         texts = _texts(template) if fast else template
@@ -1185,6 +1188,8 @@ class Early:
                             names = list(header["tensors"])
                         header = compact(header, shard, inputs, None)
                         header["names"] = names
+                        header["groups"] = {k: _newline(v[0]).join(v)
+                                            for k, v in header["groups"].items()}  # fmt: skip
                 except Exception:  # left for this process, which meets and reports it
                     continue
                 out.append((shard, header))
@@ -1215,6 +1220,8 @@ class Early:
             for shard, header in share:
                 if shard not in wanted:
                     continue
+                header["groups"] = {k: v.split(_newline(v))
+                                    for k, v in header["groups"].items()}  # fmt: skip
                 names = header.pop("names", None)
                 if names is not None:
                     if isinstance(names, str):
@@ -1237,6 +1244,11 @@ class Early:
         self.children = []
 
 
+def _newline(sample: Any) -> Any:
+    """A group's members travel as one text: a pickled list of 10^5 short bytes is slow."""
+    return b"\n" if isinstance(sample, bytes) else "\n"
+
+
 def _pulled(queue: int, candidates: list[str]) -> Iterator[str]:
     while record := os.read(queue, 4):
         yield candidates[struct.unpack("<I", record)[0]]
@@ -1244,6 +1256,10 @@ def _pulled(queue: int, candidates: list[str]) -> Iterator[str]:
 
 def _fork_worker(fn: Callable[[], Any], fs: Any) -> tuple[int, int]:
     read_fd, write_fd = os.pipe()
+    with contextlib.suppress(OSError, ImportError):
+        import fcntl  # a 1 MB pipe (Linux) moves the ~30 MB answer in fewer wake-ups
+
+        fcntl.fcntl(write_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
     pid = os.fork()
     if pid:
         os.close(write_fd)
