@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
+import struct
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sleuth.tools.remote import checkpoint_probe as probe
+from tests import checkpoint_fixtures as fx
 
 
 def slow_end(tensors: dict[str, Any]) -> int | None:
@@ -122,3 +127,129 @@ def test_groups_from_ascii_and_unicode_shards_merge() -> None:
             merged.setdefault(key, []).extend(numbers)
     group = probe._Group(merged[(("l.", ".w"), "F32", (2,))], 1)
     assert group.rectangles() == [[[1, 2, 3]]] and group.firsts() == {1: 1, 2: 1, 3: 1}
+
+
+# ---------------------------------------------------------------- canonical headers
+
+
+def both_paths(raw: bytes, data: int) -> tuple[Any, Any]:
+    """(fast result or None, JSON-path result or the HeaderError text), both compacted."""
+    size = 8 + len(raw) + data
+    fast = probe._canonical(raw, data)
+    try:
+        slow: Any = probe.compact(probe.parse_json_header("s", raw, size), "s", {}, None)
+    except probe.HeaderError as exc:
+        slow = str(exc)
+    return (None if fast is None else probe.compact(fast, "s", {}, None)), slow
+
+
+def specs_header(tensors: dict[str, tuple[str, list[int]]], meta: bool = True) -> bytes:
+    return fx.header_bytes(tensors, {"format": "pt"} if meta else None)
+
+
+def test_fast_path_matches_the_json_path_on_a_big_realistic_shard() -> None:
+    tensors = dict(list(fx.big_moe_tensors(layers=2, experts=16).items())[:2000])
+    raw = specs_header(tensors)
+    data = sum(fx.nbytes(d, s) for d, s in tensors.values())
+    fast, slow = both_paths(raw, data)
+    assert fast is not None and fast == slow
+    assert fast["count"] == len(tensors) and fast["declared"] == data
+
+
+def test_fast_path_reads_what_the_safetensors_package_writes(tmp_path: Path) -> None:
+    fx.tiny_qwen_mtp(tmp_path / "q")
+    for path in sorted((tmp_path / "q").glob("*.safetensors")):
+        blob = path.read_bytes()
+        n = struct.unpack("<Q", blob[:8])[0]
+        raw, data = blob[8 : 8 + n], len(blob) - 8 - n
+        fast, slow = both_paths(raw, data)
+        assert fast is not None and fast == slow
+
+
+ONE = b'{"dtype":"F32","shape":[4],"data_offsets":[0,16]}'
+NOT_CANONICAL = {
+    "spaces": b'{"a.0": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}',
+    "reordered keys": b'{"a.0":{"shape":[4],"dtype":"F32","data_offsets":[0,16]}}',
+    "escaped quote": b'{"a.\\"0\\"":' + ONE + b"}",
+    "escaped unicode": b'{"\\u00e9.0":' + ONE + b"}",
+    "unicode name": '{"é.0":'.encode() + ONE + b"}",
+    "tab in name": b'{"a\t0":' + ONE + b"}",
+    "marker byte in name": b'{"a\x010":' + ONE + b"}",
+    "duplicate names": b'{"a":' + ONE + b',"a":' + ONE + b"}",
+    "metadata last": b'{"a":' + ONE + b',"__metadata__":{"format":"pt"}}',
+    "metadata as tensor": b'{"__metadata__":' + ONE + b"}",
+    "leading zero": b'{"a":{"dtype":"F32","shape":[04],"data_offsets":[0,16]}}',
+    "float offset": b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16.0]}}',
+    "extra key": b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"x":1}}',
+    "newline padding": b'{"a":' + ONE + b"}\n",
+    "trailing garbage": b'{"a":' + ONE + b"}x",
+    "offsets out of order": b'{"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},'
+    b'"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+    "unknown dtype": b'{"a":{"dtype":"Q4","shape":[4],"data_offsets":[0,16]}}',
+    "gap": b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+    b'"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}}',
+    "no tensors": b'{"__metadata__":{"format":"pt"}}',
+    "cut short": b'{"a":' + ONE[:-3],
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_CANONICAL))
+def test_fast_path_declines_what_is_not_the_canonical_form(case: str) -> None:
+    raw = NOT_CANONICAL[case]
+    fast, slow = both_paths(raw, 16)
+    assert fast is None
+    if case in ("spaces", "reordered keys", "unicode name", "newline padding"):
+        assert slow["count"] == 1  # valid all the same: the JSON path reads it
+
+
+def test_a_name_mimicking_the_separators_stays_one_name() -> None:
+    name = 'x"},"y":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"z'
+    raw = b'{"' + name.replace('"', '\\"').encode() + b'":' + ONE + b"}"
+    fast, slow = both_paths(raw, 16)
+    assert fast is None and slow["count"] == 1
+    plain = "x},y:{dtype:F32,shape:[4],data_offsets:[0,16]},z ]}"
+    fast, slow = both_paths(b'{"' + plain.encode() + b'":' + ONE + b"}", 16)
+    assert fast is not None and fast == slow and list(slow["groups"]) == list(fast["groups"])
+
+
+PLAIN = st.lists(st.sampled_from(list("ab.0129_")), min_size=1, max_size=6).map("".join)
+ODD_CHARS = [*'ab.0 "\\é\t\x01\x03\x04]},:{[', '":{"dtype":"']
+ODD = st.lists(st.sampled_from(ODD_CHARS), min_size=1, max_size=6).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(PLAIN, ODD),
+            st.sampled_from(["U8", "BF16", "F32", "F4", "X1"]),
+            st.lists(st.integers(0, 4), max_size=3),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+    st.sampled_from(["orjson", "json", "json compact"]),
+    st.integers(-2, 2),
+)
+def test_fast_path_agrees_with_the_json_path(
+    entries: list[tuple[str, str, list[int]]], meta: bool, writer: str, slack: int
+) -> None:
+    """Whatever it accepts, the JSON path reads the same; whatever that rejects, it declines."""
+    doc: dict[str, Any] = {"__metadata__": {"format": "pt"}} if meta else {}
+    offset = 0
+    for name, dtype, shape in entries:
+        size = math.ceil(math.prod(shape) * probe.DTYPE_BITS.get(dtype, 8) / 8)
+        doc[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    if writer == "orjson":
+        raw = orjson.dumps(doc)
+    elif writer == "json":
+        raw = json.dumps(doc).encode()
+    else:
+        raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    fast, slow = both_paths(raw + b" " * (-len(raw) % 8), max(0, offset + slack))
+    if fast is not None:
+        assert fast == slow
+    if isinstance(slow, str):
+        assert fast is None

@@ -96,8 +96,11 @@ def parse_header(shard: str, raw: bytes, file_size: int) -> dict[str, Any]:
     if raw[:1] != b"{" and raw.lstrip()[:1] != b"{":
         raise HeaderError(f"{shard}: header does not start with '{{'; not a safetensors file")
     fast = _canonical(raw, file_size - 8 - len(raw))
-    if fast is not None:
-        return fast
+    return fast if fast is not None else parse_json_header(shard, raw, file_size)
+
+
+def parse_json_header(shard: str, raw: bytes, file_size: int) -> dict[str, Any]:
+    """parse_header through a JSON parser and per-tensor dicts: any form, exact errors."""
     try:
         doc = _loads(raw)
     except ValueError as exc:
