@@ -676,10 +676,11 @@ class _Group:
     become ints per distinct value (per column), not per tensor.
     """
 
-    def __init__(self, members: list[Any], slots: int) -> None:
+    def __init__(self, members: list[Any], slots: int, unique: bool = False) -> None:
+        """`unique`: the names are known to be distinct, which spares hashing every member."""
         self.count, self.slots = len(members), slots
         # Within one template a name is its numbers: distinct members <=> distinct names.
-        self.distinct = len(set(members)) == self.count
+        self.distinct = unique or len(set(members)) == self.count
         if slots and len(set(map(type, members))) > 1:  # bytes from ASCII shards, str from others
             members = [m.decode("ascii") if isinstance(m, bytes) else m for m in members]
         self.numbers: list[Any] = (_space(members[0]).join(members) if slots else "").split()
@@ -772,7 +773,10 @@ def _weights(
             groups = h["groups"]
         for key, numbers in groups.items():
             merged.setdefault(key, []).extend(numbers)
-    tensor_groups = {key: _Group(numbers, len(key[0]) - 1) for key, numbers in merged.items()}
+    unique = _names_unique(inputs, headers)
+    tensor_groups = {
+        key: _Group(numbers, len(key[0]) - 1, unique) for key, numbers in merged.items()
+    }
     if tally.quant is None and _looks_nvfp4(tensor_groups):
         tally.quant = {"method": "inferred", "bits": 4, "sources": ["tensor dtypes"],
                        "algorithm": "NVFP4 (U8 weights with F8_E4M3 weight_scale)"}  # fmt: skip
@@ -788,6 +792,17 @@ def _weights(
             })  # fmt: skip
     patterns.sort(key=lambda p: (_natural(str(p["pattern"])), str(p["dtype"])))
     return shard_info, patterns
+
+
+def _names_unique(inputs: dict[str, Any], headers: dict[str, Any]) -> bool:
+    """No name twice: one shard's names are distinct (JSON object keys, or checked), and
+    the index gives each name one shard, so shards whose names are exactly the index's
+    (or, failing, come from it) share none."""
+    if len(headers) <= 1:
+        return True
+    if not inputs.get("index"):
+        return False
+    return all(h.get("error") or h.get("names_match") for h in headers.values())
 
 
 _DIGIT_BYTES = bytes(range(48, 58))
