@@ -1193,8 +1193,7 @@ class Early:
         os.close(write_fd)
         sys.stdout.flush()
 
-        def work() -> list[tuple[str, dict[str, Any]]]:
-            out = []
+        def work(send: Callable[[Any], None]) -> None:
             for shard in _pulled(read_fd, candidates):
                 if b'"' + shard.encode() + b'"' not in raw_index:
                     continue
@@ -1210,8 +1209,7 @@ class Early:
                                             for k, v in header["groups"].items()}  # fmt: skip
                 except Exception:  # left for this process, which meets and reports it
                     continue
-                out.append((shard, header))
-            return out
+                send((shard, header))
 
         children = [_fork_worker(work, fs) for _ in range(workers)]
         return cls(fs, candidates, read_fd, children)
@@ -1225,35 +1223,45 @@ class Early:
     ) -> dict[str, Any]:
         """Pull the rest of the queue here, then gather the workers' shards."""
         wanted = set(shards)
-        done = {s: one(s) for s in _pulled(self.queue, self.candidates) if s in wanted}
-        for pid, fd in self.children:
-            with os.fdopen(fd, "rb") as pipe:
-                payload = pipe.read()
+        done: dict[str, Any] = {}
+        inbox = {fd: bytearray() for _, fd in self.children}
+        take = functools.partial(self._take, done, wanted, inputs, listed)
+        for shard in _pulled(self.queue, self.candidates):
+            if shard in wanted:
+                done[shard] = one(shard)
+            _receive(inbox, take, wait=False)  # the workers' shards are checked meanwhile
+        _receive(inbox, take, wait=True)
+        for pid, _ in self.children:
             os.waitpid(pid, 0)
-            try:
-                share, nbytes = pickle.loads(payload)
-            except Exception:  # the worker died: its shards are redone here
-                continue
-            self.fs.bytes_read += nbytes
-            for shard, header in share:
-                if shard not in wanted:
-                    continue
-                header["groups"] = {k: v.split(_newline(v))
-                                    for k, v in header["groups"].items()}  # fmt: skip
-                names = header.pop("names", None)
-                if names is not None:
-                    if isinstance(names, str):
-                        names = names.split("\n") if header["count"] else []
-                    check_names(header, shard, inputs, listed, names)
-                done[shard] = header
         self.children = []
         os.close(self.queue)
         return done
 
+    def _take(
+        self,
+        done: dict[str, Any],
+        wanted: set[str],
+        inputs: dict[str, Any],
+        listed: Counter[str],
+        record: tuple[str, dict[str, Any], int],
+    ) -> None:
+        shard, header, nbytes = record
+        self.fs.bytes_read += nbytes
+        if shard not in wanted:
+            return
+        header["groups"] = {k: v.split(_newline(v)) for k, v in header["groups"].items()}
+        names = header.pop("names", None)
+        if names is not None:
+            if isinstance(names, str):
+                names = names.split("\n") if header["count"] else []
+            check_names(header, shard, inputs, listed, names)
+        done[shard] = header
+
     def abandon(self) -> None:
         """Stop the workers (an error ends the summary): they must not outlive it."""
         for pid, fd in self.children:
-            os.close(fd)
+            with contextlib.suppress(OSError):  # closed already when the worker was done
+                os.close(fd)
             try:
                 os.kill(pid, 9)
                 os.waitpid(pid, 0)
@@ -1272,10 +1280,41 @@ def _pulled(queue: int, candidates: list[str]) -> Iterator[str]:
         yield candidates[struct.unpack("<I", record)[0]]
 
 
-def _fork_worker(fn: Callable[[], Any], fs: Any) -> tuple[int, int]:
+def _receive(inbox: dict[int, bytearray], take: Callable[[Any], None], wait: bool) -> None:
+    """Hand each whole record the workers sent to `take`; `wait`: read until they close."""
+    for fd in list(inbox):
+        os.set_blocking(fd, wait)
+        buf = inbox[fd]
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                break
+            buf += chunk
+            while len(buf) >= 8 and len(buf) >= 8 + struct.unpack("<Q", buf[:8])[0]:
+                end = 8 + struct.unpack("<Q", buf[:8])[0]
+                try:
+                    record = pickle.loads(buf[8:end])
+                except Exception:  # a worker cut off mid-record: its shards are redone here
+                    record = None
+                del buf[:end]
+                if record is not None:
+                    take(record)
+            if not chunk:
+                os.close(fd)
+                del inbox[fd]
+                break
+
+
+def _fork_worker(fn: Callable[[Callable[[Any], None]], None], fs: Any) -> tuple[int, int]:
+    """A child running `fn(send)`: each sent record (with the bytes it took) goes back at once.
+
+    The child writes without blocking and keeps what the pipe cannot take yet, so it never
+    waits for this process, which reads between its own shards.
+    """
     read_fd, write_fd = os.pipe()
     with contextlib.suppress(OSError, ImportError):
-        import fcntl  # a 1 MB pipe (Linux) moves the ~30 MB answer in fewer wake-ups
+        import fcntl  # a 1 MB pipe (Linux): fewer wake-ups for the ~30 MB of answers
 
         fcntl.fcntl(write_fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
     pid = os.fork()
@@ -1285,11 +1324,23 @@ def _fork_worker(fn: Callable[[], Any], fs: Any) -> tuple[int, int]:
     status = 1
     try:  # the child: never returns, never runs the parent's cleanup
         os.close(read_fd)
-        before = fs.bytes_read
-        out = fn()
-        payload = pickle.dumps((out, fs.bytes_read - before), pickle.HIGHEST_PROTOCOL)
-        with os.fdopen(write_fd, "wb") as pipe:
-            pipe.write(payload)
+        os.set_blocking(write_fd, False)
+        pending = bytearray()
+        counted = [fs.bytes_read]
+
+        def send(item: tuple[str, dict[str, Any]]) -> None:
+            nbytes, counted[0] = fs.bytes_read - counted[0], fs.bytes_read
+            blob = pickle.dumps((*item, nbytes), pickle.HIGHEST_PROTOCOL)
+            pending.extend(struct.pack("<Q", len(blob)) + blob)
+            with contextlib.suppress(BlockingIOError):
+                while pending:
+                    del pending[: os.write(write_fd, pending)]
+
+        fn(send)
+        os.set_blocking(write_fd, True)
+        while pending:
+            del pending[: os.write(write_fd, pending)]
+        os.close(write_fd)
         status = 0
     finally:
         os._exit(status)
