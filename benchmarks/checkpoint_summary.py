@@ -278,6 +278,13 @@ def report(rows: list[dict[str, Any]]) -> str:
         "- SFTP: a small pool of SFTP clients on the one connection (extra ones borrow free "
         "exec slots, within sshd's MaxSessions) lets the 16 reader threads overlap; on "
         "loopback the path is bound by paramiko's CPU cost per byte instead.",
+        "- Headers in the form every writer emits (compact JSON, printable ASCII names, no "
+        "escapes) are read without a JSON parser: the separators become marker bytes, one "
+        "split gives the name, dtype+shape and offsets columns, and the offsets are proven "
+        "by recomputing them from the shapes; any other form goes through orjson and the "
+        "per-tensor checks, with the same errors. Workers stream each shard back as it is "
+        "done. 10 back-to-back local runs: median 1.17 s (1.11-1.33) before, 0.89 s "
+        "(0.87-0.94) after; this VM's speed drifts by ~25% within minutes.",
         "",
     ]
     return "\n".join(lines)
