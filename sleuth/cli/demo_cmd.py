@@ -48,22 +48,25 @@ def demo(
     build_demo(root)
     settings = Settings(hosts={"local": HostConfig(roots=[str(root)])})
     ctx = build_context(settings, [])
-    quiet = as_json or not console.is_terminal
     results: list[RunResult] = []
     if not as_json:
         console.print(
             f"Demo deployment built in {root}. Brain: playbook (offline, no API key).",
             highlight=False,
         )
+    transcripts = root / "transcripts"
     for question in QUESTIONS:
-        if not quiet:
-            console.print(Rule(f"[bold]{escape(question)}"))
-        view = LiveView(err_console)
-        inv = start_investigation(
-            question, PlaybookBrain(), ctx, settings, root / "transcripts", observer=view
-        )
-        with view:
+        if as_json:
+            inv = start_investigation(question, PlaybookBrain(), ctx, settings, transcripts)
             result = inv.run()
+        else:
+            console.print(Rule(f"[bold]{escape(question)}"))
+            view = LiveView(err_console)
+            inv = start_investigation(
+                question, PlaybookBrain(), ctx, settings, transcripts, observer=view
+            )
+            with view:
+                result = inv.run()
         results.append(result)
         if not as_json:
             console.print(findings_table(result.findings))
