@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sleuth.tools.bench import program
 from sleuth.tools.benchmetrics import BenchReport, ClientLimits, Slo, parse_lines, summarise
+from sleuth.tools.remote import program
 
 SERVER = Path(__file__).with_name("streaming_server.py")
 
@@ -101,7 +101,7 @@ def run_loadgen(
         ]
         done = subprocess.run(
             argv,
-            input=program(),
+            input=program("loadgen.py"),
             capture_output=True,
             timeout=120,
             env={**os.environ, "PYTHONHASHSEED": "0"},

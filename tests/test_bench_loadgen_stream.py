@@ -23,7 +23,7 @@ from bench_support import free_port
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sleuth.tools.bench import program
+from sleuth.tools.remote import program
 from sleuth.tools.remote.loadgen import TOKEN_RE, estimate_tokens
 
 WORDS = [" the", " cat", ",", " sat", " on the", " mat", ".", " don't", " 42"]
@@ -80,7 +80,7 @@ def run_once(tmp: Path, piece: int, eol: bytes) -> dict[str, object]:
     out = tmp / f"p{piece}-{len(eol)}.jsonl"
     argv = [sys.executable, "-", "--url", f"http://127.0.0.1:{port}", "--model", "m"]
     argv += ["--concurrency", "1", "--num-prompts", "1", "--output-len", "11", "--out", str(out)]
-    done = subprocess.run(argv, input=program(), capture_output=True, timeout=60)
+    done = subprocess.run(argv, input=program("loadgen.py"), capture_output=True, timeout=60)
     thread.join(10)
     assert done.returncode == 0, done.stderr.decode()
     (rec,) = [r for r in map(json.loads, out.read_text().splitlines()) if r["type"] == "request"]

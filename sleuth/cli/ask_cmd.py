@@ -10,7 +10,7 @@ from rich.prompt import Confirm
 
 from sleuth.agent.brains import select_brain
 from sleuth.agent.loop import RunResult
-from sleuth.agent.protocols import BrainError, Observer, Quiet
+from sleuth.agent.protocols import BrainError, Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.agent.view import LiveView, findings_table
 from sleuth.cli.common import (
@@ -103,19 +103,15 @@ def ask(
     except BrainError as exc:
         fail(str(exc), EXIT_USAGE)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
-    view: Observer = Quiet() if as_json else LiveView(err_console)
+    view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
     try:
         inv = start_investigation(
             question, brain, ctx, settings, transcripts, observer=view, approval_mode=mode
         )
-        if isinstance(view, LiveView):
-            with view:
-                result = inv.run()
-        else:
+        with view:
             result = inv.run()
     finally:
-        for sandbox in ctx.hosts.values():
-            sandbox.host.close()
+        ctx.close()
     show(result, brain.name, as_json)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
 

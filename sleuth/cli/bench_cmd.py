@@ -103,20 +103,23 @@ def bench(
         )
     try:
         ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
-        ctx.results_dir = out_dir
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    ctx.results_dir = out_dir
+    phases = [f"c={c}" for c in args.concurrency or []] or [f"{args.request_rate} req/s"]
+    try:
         if host != LOCAL:
             ctx.host(host).check_allowed("run_benchmark")
-        phases = [f"c={c}" for c in args.concurrency or []] or [f"{args.request_rate} req/s"]
         with err_console.status(
             f"benchmarking {endpoint} on {host}: {len(phases)} phase(s) of "
-            f"{args.num_prompts} requests ({', '.join(map(str, phases))})",
+            f"{args.num_prompts} requests ({', '.join(phases)})",
             spinner="dots",
         ):
             result = run_benchmark(ctx, args)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
     except (ToolError, HostError) as exc:
         fail(str(exc), EXIT_ERROR)
+    finally:
+        ctx.close()
     run = BenchRun.model_validate(result.data)
     png = _maybe_plot(run, plot)
     if as_json:

@@ -11,6 +11,7 @@ from rich.rule import Rule
 
 from sleuth.agent.loop import RunResult
 from sleuth.agent.playbooks import PlaybookBrain
+from sleuth.agent.protocols import Quiet
 from sleuth.agent.replay import replay
 from sleuth.agent.session import start_investigation
 from sleuth.agent.view import LiveView, findings_table
@@ -56,17 +57,14 @@ def demo(
         )
     transcripts = root / "transcripts"
     for question in QUESTIONS:
-        if as_json:
-            inv = start_investigation(question, PlaybookBrain(), ctx, settings, transcripts)
-            result = inv.run()
-        else:
+        if not as_json:
             console.print(Rule(f"[bold]{escape(question)}"))
-            view = LiveView(err_console)
-            inv = start_investigation(
-                question, PlaybookBrain(), ctx, settings, transcripts, observer=view
-            )
-            with view:
-                result = inv.run()
+        view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
+        inv = start_investigation(
+            question, PlaybookBrain(), ctx, settings, transcripts, observer=view
+        )
+        with view:
+            result = inv.run()
         results.append(result)
         if not as_json:
             console.print(findings_table(result.findings))

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from sleuth.agent.protocols import BrainError, Observer, Quiet
+from sleuth.agent.protocols import BrainError, Quiet
 from sleuth.agent.replay import ReplayError, ReplayResult, read_recording, replay
 from sleuth.agent.resume import ResumeError, resume_investigation
 from sleuth.agent.view import LiveView
@@ -77,8 +77,8 @@ def replay_cmd(
     except (ReplayError, TranscriptError) as exc:
         fail(str(exc))
     finally:
-        for sandbox in ctx.hosts.values() if ctx else []:
-            sandbox.host.close()
+        if ctx is not None:
+            ctx.close()
     if as_json:
         print_json({**result.model_dump(mode="json"), "ok": result.ok, "drifted": result.drifted})
     else:
@@ -143,20 +143,16 @@ def resume_cmd(
     settings = settings_or_exit(config)
     interactive = sys.stdin.isatty() and not as_json
     ctx = _context(transcript, settings, yes, interactive, accept_new_host_key)
-    view: Observer = Quiet() if as_json else LiveView(err_console)
+    view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
     try:
         inv = resume_investigation(transcript, ctx, settings, observer=view)
-        if isinstance(view, LiveView):
-            with view:
-                result = inv.run()
-        else:
+        with view:
             result = inv.run()
     except (ResumeError, TranscriptError) as exc:
         fail(str(exc))
     except BrainError as exc:
         fail(str(exc), EXIT_USAGE)
     finally:
-        for sandbox in ctx.hosts.values():
-            sandbox.host.close()
+        ctx.close()
     show(result, inv.brain.name, as_json)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))

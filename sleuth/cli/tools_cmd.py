@@ -85,8 +85,7 @@ def run_tool(
         with err_console.status(f"{name} on {host}", spinner="dots"):
             result = execute(ctx, name, inputs)
     finally:
-        for sandbox in ctx.hosts.values():
-            sandbox.host.close()
+        ctx.close()
     # The terminal gets what a model would get: secrets redacted.
     result = redact_obj(result)
     if as_json:
@@ -174,7 +173,7 @@ def _check_host(settings: Any, name: str) -> dict[str, Any]:
         roots = {root: sandbox.host.stat(root).kind for root in sandbox.config.roots}
         describe = getattr(sandbox.host, "describe", None)
         extra = describe() if callable(describe) else {}
-        sandbox.host.close()
+        ctx.close()
     except (HostError, ConfigError, OSError) as exc:
         return {"ok": False, "error": str(exc)}
     return {

@@ -18,7 +18,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -26,12 +25,12 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from sleuth.tools.benchmetrics import BenchReport, Dist, Slo, dist, summarise
-from sleuth.tools.hosts import LocalHost
+from sleuth.tools.hosts import LocalHost, read_whole
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.registry import ToolContext, ToolInput, tool
+from sleuth.tools.remote import program
 from sleuth.tools.results import ToolError, ToolResult
 
-READ_BLOCK = 4 << 20
 MAX_WORDS_IN_FLIGHT = 64_000_000
 """About 400 MB of prompts held by the load generator at once."""
 LOOPBACK = ("127.0.0.1", "localhost")
@@ -133,10 +132,6 @@ class BenchRun(BaseModel):
     report: BenchReport
 
 
-def program() -> bytes:
-    return resources.files("sleuth.tools.remote").joinpath("loadgen.py").read_bytes()
-
-
 def loadgen_args(args: RunBenchmarkInput, url: str, out: str | None) -> list[str]:
     argv = [
         "--url",
@@ -204,15 +199,19 @@ def run_benchmark(ctx: ToolContext, args: RunBenchmarkInput) -> ToolResult:
 
 
 def _run_remote(host: SandboxedHost, args: RunBenchmarkInput) -> tuple[bytes, list[str]]:
-    python = args.python or host.config.python
-    argv = [python, "-", *loadgen_args(args, args.endpoint, None)]
-    result = host.run(
-        argv, stdin=program(), timeout=args.timeout_s, max_bytes=64_000, retry=False
-    )  # a dropped connection must not send the load twice
-    _check(result.exit_code, result.timed_out, result.stderr, host.name, python, args)
+    result = host.run_program(
+        "loadgen.py",
+        loadgen_args(args, args.endpoint, None),
+        python=args.python,
+        timeout=args.timeout_s,
+        max_bytes=64_000,
+        retry=False,  # a dropped connection must not send the load twice
+    )
+    argv = result.argv
+    _check(result.exit_code, result.timed_out, result.stderr, host.name, argv[0], args)
     out = _out_path(result.stdout)
     try:
-        raw = _read_back(host, out)
+        raw = read_whole(host.host, out)  # our own file under /tmp, outside the roots
     finally:
         host.run(["rm", "-f", "--", out], timeout=30)
     return raw, argv
@@ -228,7 +227,9 @@ def _run_local(
     ):
         out = str(Path(tmp) / "run.jsonl")
         argv = [sys.executable, "-", *loadgen_args(args, url, out)]
-        result = local.run(argv, stdin=program(), timeout=args.timeout_s, max_bytes=64_000)
+        result = local.run(
+            argv, stdin=program("loadgen.py"), timeout=args.timeout_s, max_bytes=64_000
+        )
         _check(result.exit_code, result.timed_out, result.stderr, "local", argv[0], args)
         return Path(out).read_bytes(), argv, rtt
 
@@ -370,15 +371,6 @@ def _out_path(stdout: bytes) -> str:
     if not isinstance(out, str) or not out.startswith("/tmp/sleuth-bench-"):
         raise ToolError(f"unexpected load generator output path {out!r}")
     return out
-
-
-def _read_back(host: SandboxedHost, path: str) -> bytes:
-    # Our own file under /tmp, outside the host's roots by design: read it raw.
-    parts, offset = [], 0
-    while block := host.host.read_range(path, offset, READ_BLOCK):
-        parts.append(block)
-        offset += len(block)
-    return b"".join(parts)
 
 
 def _save(raw: bytes, folder: Path, host: str) -> Path:

@@ -8,7 +8,6 @@ process, on headers fetched by SFTP range reads. No byte of tensor data is ever 
 
 from __future__ import annotations
 
-import importlib.resources
 import json
 import posixpath
 import sys
@@ -21,6 +20,7 @@ from sleuth.tools.hosts import HostError, LocalHost
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.registry import ToolContext, ToolInput, tool
 from sleuth.tools.remote import checkpoint_probe as probe
+from sleuth.tools.remote import program
 from sleuth.tools.results import ToolError, ToolResult, cap_output
 
 READ_THREADS = 16
@@ -251,11 +251,13 @@ def _on_host_python(
     sandboxed: SandboxedHost, model_dir: str, python: str, via: str
 ) -> CheckpointSummary | None:
     """The probe run by the host's python3; None when there is no usable interpreter."""
-    program = importlib.resources.files("sleuth.tools.remote").joinpath("checkpoint_probe.py")
-    code = program.read_bytes()
-    argv = [python, "-", model_dir, *sandboxed.real_roots]
     try:
-        run = sandboxed.run(argv, stdin=code, max_bytes=PROBE_OUTPUT_CAP)
+        run = sandboxed.run_program(
+            "checkpoint_probe.py",
+            [model_dir, *sandboxed.real_roots],
+            python=python,
+            max_bytes=PROBE_OUTPUT_CAP,
+        )
     except HostError as exc:
         if "not found" in str(exc):
             return None
@@ -274,7 +276,7 @@ def _on_host_python(
     if not doc.get("ok"):
         raise ToolError(str(doc.get("error")))
     raw = doc["summary"]
-    wire = None if via == "local-python" else len(code) + len(run.stdout)
+    wire = None if via == "local-python" else len(program("checkpoint_probe.py")) + len(run.stdout)
     return _validated(raw, via, raw["bytes_read"], wire)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 
 from pydantic import BaseModel, Field
 
@@ -54,9 +53,8 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
             f"python={args.python!r} is not a Python interpreter; give python3, python3.11 or "
             f"the path of one, e.g. /opt/venv/bin/python"
         )
-    program = resources.files("sleuth.tools.remote").joinpath("python_env_probe.py").read_bytes()
     try:
-        run = sandbox.run([python, "-"], stdin=program, timeout=60)
+        run = sandbox.run_program("python_env_probe.py", [], python=python, timeout=60)
     except HostError as exc:
         raise ToolError(f"{python} is not available on host {args.host!r}: {exc}") from exc
     if run.exit_code != 0:
@@ -67,7 +65,7 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
         )
     env = PythonEnv.model_validate(json.loads(run.stdout))
     for pkg in env.packages:
-        pkg.inside_roots = pkg.path is not None and _inside(sandbox.real_roots, pkg.path)
+        pkg.inside_roots = pkg.path is not None and sandbox.contains(pkg.path)
     lines = [f"{env.python} (Python {env.python_version}) on {args.host}"]
     for pkg in env.packages:
         if pkg.installed:
@@ -84,10 +82,6 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
         argv=[run.argv],
         exit_code=run.exit_code,
     )
-
-
-def _inside(roots: list[str], path: str) -> bool:
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 class GPU(BaseModel):

@@ -8,12 +8,11 @@ ever parsed by a shell as code.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from pydantic import Field
 
-from sleuth.tools.policy import SandboxedHost
+from sleuth.tools.hosts import read_whole
 from sleuth.tools.registry import ToolContext, ToolInput, tool
 from sleuth.tools.results import ToolError, ToolResult, cap_output
 
@@ -29,7 +28,6 @@ except ImportError:  # pragma: no cover - orjson is optional
 
 
 MAX_JSON_BYTES = 128 * 1024 * 1024
-READ_BLOCK = 1 << 20
 
 
 LINE_BYTES = 4096
@@ -260,7 +258,7 @@ def read_json(ctx: ToolContext, args: ReadJsonInput) -> ToolResult:
         raise ToolError(f"{path} is not a regular file ({st.kind})")
     if st.size > MAX_JSON_BYTES:
         raise ToolError(f"{path} is {st.size} bytes, over the {MAX_JSON_BYTES}-byte limit")
-    raw = _read_within(sandbox, path, st.size, ctx.limits.timeout_s)
+    raw = read_whole(sandbox.host, path, size=st.size, timeout=ctx.limits.timeout_s)
     try:
         doc = _loads(raw)
     except ValueError as exc:
@@ -276,25 +274,6 @@ def read_json(ctx: ToolContext, args: ReadJsonInput) -> ToolResult:
         data=value if not cut else None,
         bytes_cut=cut,
     )
-
-
-def _read_within(sandbox: SandboxedHost, path: str, size: int, timeout: float) -> bytes:
-    """Read a whole file in blocks, giving up once the call's time limit has passed: one big
-    read over a slow link would otherwise hold the call for minutes."""
-    deadline = time.monotonic() + timeout
-    parts, offset = [], 0
-    while offset < size:
-        if time.monotonic() > deadline:
-            raise ToolError(
-                f"reading {path} ({size} bytes) took longer than {timeout:g} s after "
-                f"{offset} bytes; read a smaller file, or raise [limits] timeout_s in sleuth.toml"
-            )
-        block = sandbox.host.read_range(path, offset, min(READ_BLOCK, size - offset))
-        if not block:
-            break
-        parts.append(block)
-        offset += len(block)
-    return b"".join(parts)
 
 
 def resolve_pointer(doc: Any, pointer: str) -> Any:

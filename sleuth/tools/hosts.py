@@ -91,6 +91,29 @@ class Host(Protocol):
 
 
 STDERR_CAP = 64 * 1024
+READ_BLOCK = 1 << 20
+
+
+def read_whole(
+    host: Host, path: str, *, size: int | None = None, timeout: float | None = None
+) -> bytes:
+    """Read a file in blocks to its end (or its first `size` bytes), giving up once `timeout`
+    seconds have passed: one big read over a slow link would otherwise hold a call for minutes."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    parts, offset = [], 0
+    while size is None or offset < size:
+        want = READ_BLOCK if size is None else min(READ_BLOCK, size - offset)
+        block = host.read_range(path, offset, want)
+        if not block:
+            break
+        parts.append(block)
+        offset += len(block)
+        if deadline is not None and time.monotonic() > deadline:
+            raise HostError(
+                f"reading {path} took longer than {timeout:g} s after {offset} bytes; read a "
+                "smaller file, or raise [limits] timeout_s in sleuth.toml"
+            )
+    return b"".join(parts)
 
 
 class _CappedReader(threading.Thread):

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from sleuth.config import HostConfig, Limits
 from sleuth.tools.hosts import Host, HostError, RunResult
+from sleuth.tools.remote import program
 from sleuth.tools.results import ToolError
 
 
@@ -98,14 +99,15 @@ class SandboxedHost:
             real = self.host.realpath(joined)
         except HostError as exc:
             # Refuse before revealing whether something outside the roots exists.
-            if not self._inside(posixpath.normpath(joined)):
+            if not self.contains(posixpath.normpath(joined)):
                 raise self._outside(path, joined) from exc
             raise ToolError(str(exc)) from exc
-        if not self._inside(real):
+        if not self.contains(real):
             raise self._outside(path, real)
         return real
 
-    def _inside(self, real: str) -> bool:
+    def contains(self, real: str) -> bool:
+        """Whether a resolved path lies inside one of the roots."""
         return any(
             real == root or real.startswith(root.rstrip("/") + "/") for root in self.real_roots
         )
@@ -138,6 +140,26 @@ class SandboxedHost:
             timeout=self.limits.timeout_s if timeout is None else timeout,
             max_bytes=self.limits.max_output_bytes if max_bytes is None else max_bytes,
             stdin=stdin,
+            retry=retry,
+        )
+
+    def run_program(
+        self,
+        name: str,
+        args: Sequence[str],
+        *,
+        python: str | None = None,
+        timeout: float | None = None,
+        max_bytes: int | None = None,
+        retry: bool = True,
+    ) -> RunResult:
+        """Run Sleuth's program `name` (sleuth/tools/remote/) with the host's python, or with
+        `python`; its source goes in on stdin, so a model never supplies code."""
+        return self.run(
+            [python or self.config.python, "-", *args],
+            stdin=program(name),
+            timeout=timeout,
+            max_bytes=max_bytes,
             retry=retry,
         )
 

@@ -65,6 +65,11 @@ class ToolContext:
     results_dir: Path = Path("bench-results")
     """Where tools save files on this machine (benchmark records); never a model's choice."""
 
+    def close(self) -> None:
+        """Close every host's connection."""
+        for sandbox in self.hosts.values():
+            sandbox.host.close()
+
     def host(self, name: str) -> SandboxedHost:
         try:
             return self.hosts[name]

@@ -15,8 +15,6 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
-from importlib import resources
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -252,21 +250,16 @@ def stop_server(ctx: ToolContext, args: StopServerInput) -> ToolResult:
 # --- the program on the host -------------------------------------------------------------
 
 
-@cache
-def _program() -> bytes:
-    return (resources.files("sleuth.tools") / "remote" / "server_ctl.py").read_bytes()
-
-
 def ctl(
     host: SandboxedHost, command: str, arg: dict[str, Any], timeout: float = 30.0
 ) -> dict[str, Any]:
     """Run one server_ctl command on the host and return its JSON answer."""
     payload = json.dumps(arg, separators=(",", ":"))
-    result = host.run(
-        [host.config.python, "-", command, payload],
+    result = host.run_program(
+        "server_ctl.py",
+        [command, payload],
         timeout=timeout,
         max_bytes=4 << 20,
-        stdin=_program(),
         retry=command not in ("start", "stop"),  # never start or stop a server twice
     )
     if result.timed_out:
