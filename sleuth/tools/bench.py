@@ -28,7 +28,7 @@ from sleuth.tools.benchmetrics import BenchReport, Dist, Slo, dist, summarise
 from sleuth.tools.hosts import LocalHost, read_whole
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.registry import ToolContext, ToolInput, tool
-from sleuth.tools.remote import program
+from sleuth.tools.remote import SECRET_RUNNER, program, with_secrets
 from sleuth.tools.results import ToolError, ToolResult
 
 MAX_WORDS_IN_FLIGHT = 64_000_000
@@ -56,9 +56,53 @@ class RunBenchmarkInput(ToolInput):
     max_concurrency: int | None = Field(
         None, ge=1, le=10_000, description="Open loop: cap on requests in flight."
     )
-    num_prompts: int = Field(64, ge=1, le=100_000, description="Requests per phase.")
-    input_len: int = Field(256, ge=1, le=1 << 20, description="Prompt length in words (≈ tokens).")
-    output_len: int = Field(256, ge=1, le=1 << 20, description="max_tokens, with ignore_eos.")
+    num_prompts: int = Field(
+        64, ge=1, le=100_000, description="Requests per phase (the cap, with duration_s)."
+    )
+    input_len: int = Field(
+        256,
+        ge=1,
+        le=1 << 20,
+        description="Prompt length: tokens with a tokenizer, else words (about one token each).",
+    )
+    output_len: int = Field(256, ge=1, le=1 << 20, description="max_tokens per request.")
+    dataset: Literal["random", "sharegpt", "jsonl", "prefix", "multiturn"] = Field(
+        "random",
+        description="random prompts; a sharegpt JSON or jsonl file of prompts (dataset_path); "
+        "prefix: groups sharing a system prefix; multiturn: conversations that grow each turn.",
+    )
+    dataset_path: str | None = Field(
+        None, description="sharegpt/jsonl: the file on the host, inside its roots."
+    )
+    range_ratio: float = Field(
+        0.0, ge=0, lt=1, description="random: lengths drawn uniformly in len*(1±ratio)."
+    )
+    prefix_len: int = Field(256, ge=1, le=1 << 18, description="prefix: shared prefix length.")
+    prefix_groups: int = Field(4, ge=1, le=10_000, description="prefix: how many prefixes.")
+    turns: int = Field(3, ge=1, le=100, description="multiturn: turns per conversation.")
+    tokenizer: str | None = Field(
+        None,
+        description="Folder on the host with tokenizer.json, so lengths are exact tokens; "
+        "'auto': the folder the server reports for the model, when inside the roots.",
+    )
+    burstiness: float = Field(
+        1.0, gt=0, le=100, description="Open loop: gamma shape of arrivals (1 = Poisson)."
+    )
+    ramp_up: tuple[float, float] | None = Field(
+        None, description="Open loop: the rate moves linearly from [0] to [1] req/s."
+    )
+    duration_s: float | None = Field(
+        None, gt=0, le=86_400, description="Stop sending after this many seconds per phase."
+    )
+    temperature: float = Field(0.0, ge=0, le=2)
+    ignore_eos: bool = Field(True, description="Generate exactly output_len tokens.")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Merged into every request body."
+    )
+    percentiles: list[float] = Field(
+        default_factory=lambda: [50.0, 90.0, 99.0],
+        description="Percentiles to report, e.g. [50, 90, 99, 99.9].",
+    )
     seed: int = Field(0, description="Seeds prompts and arrivals.")
     warmup: int = Field(
         2, ge=0, le=10_000, description="Requests sent first and left out of the metrics."
@@ -92,23 +136,44 @@ class RunBenchmarkInput(ToolInput):
             )
         return value.rstrip("/")
 
+    @field_validator("percentiles")
+    @classmethod
+    def _percentiles(cls, value: list[float]) -> list[float]:
+        if not value or any(not 0 < p < 100 for p in value):
+            raise ValueError("percentiles are numbers between 0 and 100, e.g. [50, 90, 99.9]")
+        return sorted(set(value))
+
     @model_validator(mode="after")
     def _one_mode(self) -> RunBenchmarkInput:
+        if self.ramp_up is not None and self.request_rate is None and self.concurrency is None:
+            self.request_rate = self.ramp_up[0]
         if (self.concurrency is None) == (self.request_rate is None):
             raise ValueError("give exactly one of concurrency (a list) and request_rate")
+        if self.dataset in ("sharegpt", "jsonl") and not self.dataset_path:
+            raise ValueError(f"dataset {self.dataset!r} needs dataset_path, a file on the host")
         if self.concurrency is not None and (
             not self.concurrency or min(self.concurrency) < 1 or max(self.concurrency) > 10_000
         ):
             raise ValueError("concurrency must be a non-empty list of integers from 1 to 10000")
         # Prompts are built per request, so memory grows with what is in flight at once.
         in_flight = max(self.concurrency or [self.max_concurrency or self.num_prompts])
-        if in_flight * self.input_len > MAX_WORDS_IN_FLIGHT:
+        words = self.words_per_request()
+        if in_flight * words > MAX_WORDS_IN_FLIGHT:
             raise ValueError(
-                f"{in_flight} requests of {self.input_len} words in flight would hold "
-                f"{in_flight * self.input_len:,} prompt words; keep it under "
+                f"{in_flight} requests of {words} words in flight would hold "
+                f"{in_flight * words:,} prompt words; keep it under "
                 f"{MAX_WORDS_IN_FLIGHT:,} (lower input_len, concurrency or max_concurrency)"
             )
         return self
+
+    def words_per_request(self) -> int:
+        """The longest prompt one request can carry, in words (or tokens)."""
+        words = int(self.input_len * (1 + self.range_ratio)) + 1
+        if self.dataset == "prefix":
+            words += self.prefix_len
+        if self.dataset == "multiturn":
+            words = self.turns * words + (self.turns - 1) * self.output_len
+        return words
 
     @property
     def port(self) -> int:
@@ -132,7 +197,9 @@ class BenchRun(BaseModel):
     report: BenchReport
 
 
-def loadgen_args(args: RunBenchmarkInput, url: str, out: str | None) -> list[str]:
+def loadgen_args(
+    args: RunBenchmarkInput, url: str, out: str | None, roots: list[str] | None = None
+) -> list[str]:
     argv = [
         "--url",
         url,
@@ -159,6 +226,27 @@ def loadgen_args(args: RunBenchmarkInput, url: str, out: str | None) -> list[str
         argv += ["--max-concurrency", str(args.max_concurrency)]
     if args.spec_counters:
         argv.append("--spec-counters")
+    argv += ["--dataset", args.dataset, "--temperature", f"{args.temperature:g}"]
+    if args.dataset_path:
+        argv += ["--dataset-path", args.dataset_path]
+    if args.range_ratio:
+        argv += ["--range-ratio", f"{args.range_ratio:g}"]
+    if args.dataset == "prefix":
+        argv += ["--prefix-len", str(args.prefix_len), "--prefix-groups", str(args.prefix_groups)]
+    if args.dataset == "multiturn":
+        argv += ["--turns", str(args.turns)]
+    if args.tokenizer:
+        argv += ["--tokenizer", args.tokenizer, "--roots", ",".join(roots or [])]
+    if args.burstiness != 1.0:
+        argv += ["--burstiness", f"{args.burstiness:g}"]
+    if args.ramp_up:
+        argv += ["--ramp-up", ",".join(f"{r:g}" for r in args.ramp_up)]
+    if args.duration_s is not None:
+        argv += ["--duration", f"{args.duration_s:g}"]
+    if not args.ignore_eos:
+        argv.append("--no-ignore-eos")
+    if args.extra_body:
+        argv += ["--extra-body", json.dumps(args.extra_body, separators=(",", ":"))]
     if out:
         argv += ["--out", out]
     return argv
@@ -168,24 +256,38 @@ def loadgen_args(args: RunBenchmarkInput, url: str, out: str | None) -> list[str
 def run_benchmark(ctx: ToolContext, args: RunBenchmarkInput) -> ToolResult:
     """Benchmark an OpenAI-compatible streaming server (SGLang, vLLM, ...) on a host.
 
-    Sends seeded prompts of a fixed length with ignore_eos and a fixed max_tokens, in a
-    closed loop (a list of concurrencies, run as a sweep) or an open loop (Poisson
-    request_rate). Reports per phase TTFT (from send and from the scheduled time),
-    TPOT, ITL per chunk and per token, E2E (each n/mean/p50/p90/p95/p99/max, in ms),
-    throughput, achieved concurrency, goodput for the SLOs given, failures, and
-    speculative acceptance for this run only. It flags a run whose client was the
-    bottleneck. By default the load generator runs on the host itself against
-    127.0.0.1 (give `python` for the engine's venv when the host python lacks aiohttp).
+    Sends seeded requests in a closed loop (a list of concurrencies, run as a sweep) or
+    an open loop (request_rate, gamma burstiness, optional ramp_up), from a dataset
+    (random, sharegpt/jsonl files, shared-prefix groups, multi-turn conversations),
+    with ignore_eos and a fixed max_tokens by default. Lengths are exact tokens when a
+    tokenizer is given, else words. Reports per phase TTFT (from send and from the
+    scheduled time), TPOT, ITL per chunk and per token, E2E (n/mean/percentiles, in
+    ms), prompt tokens as the server counted them, throughput, achieved concurrency,
+    goodput for the SLOs given, failures, and the server's /metrics deltas (prefix-cache
+    hits, queue time, preemptions, speculative acceptance) for this run only. It flags a
+    run whose client was the bottleneck. The load generator runs on the host itself
+    against 127.0.0.1 (give `python` for the engine's venv when the host python lacks
+    aiohttp).
     """
+    return benchmark(ctx, args)
+
+
+def benchmark(
+    ctx: ToolContext, args: RunBenchmarkInput, headers: dict[str, str] | None = None
+) -> ToolResult:
+    """run_benchmark with request headers (an API key) that travel on stdin, never in argv,
+    and never in the tool's input, so no transcript or model sees them."""
     host = ctx.host(args.host)
     started = time.monotonic()
+    args = _resolved(host, args)
+    secrets = {"headers": headers} if headers else None
     if args.where == "remote":
-        raw, argv = _run_remote(host, args)
+        raw, argv = _run_remote(host, args, secrets)
         rtt = None
     else:
-        raw, argv, rtt = _run_local(host, args)
+        raw, argv, rtt = _run_local(host, args, secrets)
     path = _save(raw, ctx.results_dir, args.host)
-    report = summarise(raw.splitlines(), args.slo())
+    report = summarise(raw.splitlines(), args.slo(), percentiles=args.percentiles)
     run = BenchRun(
         host=args.host, where=args.where, jsonl=str(path), round_trip_ms=rtt, report=report
     )
@@ -198,14 +300,30 @@ def run_benchmark(ctx: ToolContext, args: RunBenchmarkInput) -> ToolResult:
     )
 
 
-def _run_remote(host: SandboxedHost, args: RunBenchmarkInput) -> tuple[bytes, list[str]]:
+def _resolved(host: SandboxedHost, args: RunBenchmarkInput) -> RunBenchmarkInput:
+    """Files the load generator reads on the host must lie inside its roots."""
+    update: dict[str, Any] = {}
+    if args.dataset_path:
+        update["dataset_path"] = host.resolve(args.dataset_path)
+    if args.tokenizer and args.tokenizer != "auto":
+        update["tokenizer"] = host.resolve(args.tokenizer)
+    return args.model_copy(update=update) if update else args
+
+
+def _run_remote(
+    host: SandboxedHost, args: RunBenchmarkInput, secrets: dict[str, Any] | None
+) -> tuple[bytes, list[str]]:
+    roots = host.real_roots if args.tokenizer else None
     result = host.run_program(
         "loadgen.py",
-        loadgen_args(args, args.endpoint, None),
-        python=args.python,
+        loadgen_args(args, args.endpoint, None, roots),
+        # On this machine the load generator runs with Sleuth's own interpreter, which
+        # has aiohttp; the system python3 may not.
+        python=args.python or (sys.executable if isinstance(host.host, LocalHost) else None),
         timeout=args.timeout_s,
         max_bytes=64_000,
         retry=False,  # a dropped connection must not send the load twice
+        secrets=secrets,
     )
     argv = result.argv
     _check(result.exit_code, result.timed_out, result.stderr, host.name, argv[0], args)
@@ -218,18 +336,19 @@ def _run_remote(host: SandboxedHost, args: RunBenchmarkInput) -> tuple[bytes, li
 
 
 def _run_local(
-    host: SandboxedHost, args: RunBenchmarkInput
+    host: SandboxedHost, args: RunBenchmarkInput, secrets: dict[str, Any] | None
 ) -> tuple[bytes, list[str], Dist | None]:
     local = LocalHost("local")
+    roots = host.real_roots if args.tokenizer else None
     with (
         tempfile.TemporaryDirectory(prefix="sleuth-bench-") as tmp,
         _reach(host, args) as (url, rtt),
     ):
         out = str(Path(tmp) / "run.jsonl")
-        argv = [sys.executable, "-", *loadgen_args(args, url, out)]
-        result = local.run(
-            argv, stdin=program("loadgen.py"), timeout=args.timeout_s, max_bytes=64_000
-        )
+        head = ["-c", SECRET_RUNNER] if secrets else ["-"]
+        argv = [sys.executable, *head, *loadgen_args(args, url, out, roots)]
+        stdin = with_secrets("loadgen.py", secrets) if secrets else program("loadgen.py")
+        result = local.run(argv, stdin=stdin, timeout=args.timeout_s, max_bytes=64_000)
         _check(result.exit_code, result.timed_out, result.stderr, "local", argv[0], args)
         return Path(out).read_bytes(), argv, rtt
 

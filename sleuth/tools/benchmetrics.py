@@ -33,6 +33,10 @@ class RequestRecord(BaseModel):
     warmup: bool = False
     requested_output: int
     input_words: int = 0
+    input_tokens_client: int | None = None
+    """The prompt's length by the client's tokenizer, when it had one."""
+    conv: int | None = None
+    turn: int = 0
     t_sched: float
     t_dispatch: float | None = None
     t_send: float
@@ -73,6 +77,11 @@ class Dist(BaseModel):
     p95: float | None = None
     p99: float | None = None
     max: float | None = None
+    pcts: dict[str, float] = Field(default_factory=dict)
+    """The percentiles asked for (`--percentiles`), keyed "p50", "p99.9", ..."""
+
+    def at(self, q: float) -> float | None:
+        return self.pcts.get(pct_key(q))
 
 
 class Slo(BaseModel):
@@ -108,6 +117,18 @@ class SpecAcceptance(BaseModel):
     note: str = ""
 
 
+class ServerDeltas(BaseModel):
+    """What the server's own /metrics say happened during this phase (after - before)."""
+
+    source: str
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    queue_time_mean_ms: float | None = None
+    preemptions: float | None = None
+    retractions: float | None = None
+
+
 class ClientHealth(BaseModel):
     cpu_share: float
     loop_lag: Dist
@@ -133,6 +154,9 @@ class PhaseMetrics(BaseModel):
     tpot: Dist
     itl_chunk: Dist
     itl_token: Dist
+    prompt_tokens: Dist = Field(default_factory=Dist)
+    """Prompt tokens per request as the server counted them (usage), else the client's."""
+    prompt_tokens_source: Literal["server", "client tokenizer", "words"] = "words"
     request_throughput: float
     output_throughput: float
     total_throughput: float
@@ -146,12 +170,14 @@ class PhaseMetrics(BaseModel):
     tokens_estimated: bool
     client: ClientHealth
     spec: SpecAcceptance | None = None
+    server: ServerDeltas | None = None
 
 
 class BenchReport(BaseModel):
     header: dict[str, Any]
     phases: list[PhaseMetrics]
     slo: Slo
+    percentiles: list[float] = Field(default_factory=lambda: list(DEFAULT_PERCENTILES))
 
     @property
     def client_limited(self) -> bool:
@@ -165,11 +191,21 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def dist(values: Iterable[float], scale: float = MS) -> Dist:
+DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
+
+
+def pct_key(q: float) -> str:
+    return f"p{q:g}"
+
+
+def dist(
+    values: Iterable[float], scale: float = MS, percentiles: Sequence[float] = DEFAULT_PERCENTILES
+) -> Dist:
     ordered = sorted(v * scale for v in values)
     if not ordered:
         return Dist()
     return Dist(
+        pcts={pct_key(q): percentile(ordered, q) for q in percentiles},
         n=len(ordered),
         mean=sum(ordered) / len(ordered),
         p50=percentile(ordered, 50),
@@ -202,7 +238,10 @@ def parse_lines(
 
 
 def summarise(
-    lines: Iterable[str | bytes], slo: Slo | None = None, limits: ClientLimits | None = None
+    lines: Iterable[str | bytes],
+    slo: Slo | None = None,
+    limits: ClientLimits | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
 ) -> BenchReport:
     """Metrics for every phase of one load generator run."""
     header, phases, records = parse_lines(lines)
@@ -210,13 +249,18 @@ def summarise(
     out = []
     for phase in phases:
         mine = [r for r in records if r.phase == phase["phase"] and not r.warmup]
-        out.append(phase_metrics(phase, mine, slo, limits))
-    return BenchReport(header=header, phases=out, slo=slo)
+        out.append(phase_metrics(phase, mine, slo, limits, percentiles))
+    return BenchReport(header=header, phases=out, slo=slo, percentiles=list(percentiles))
 
 
 def phase_metrics(
-    phase: dict[str, Any], records: list[RequestRecord], slo: Slo, limits: ClientLimits
+    phase: dict[str, Any],
+    records: list[RequestRecord],
+    slo: Slo,
+    limits: ClientLimits,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
 ) -> PhaseMetrics:
+    pq = percentiles
     ok = [r for r in records if r.ok]
     failed = [r for r in records if not r.ok]
     start = min((r.t_send for r in records), default=0.0)
@@ -235,15 +279,17 @@ def phase_metrics(
         failed=len(failed),
         errors=_error_counts(failed),
         duration_s=span,
-        ttft=dist(r.t_first - r.t_send for r in ok if r.t_first is not None),
-        ttft_from_sched=dist(r.t_first - r.t_sched for r in ok if r.t_first is not None),
+        ttft=dist((r.t_first - r.t_send for r in ok if r.t_first is not None), MS, pq),
+        ttft_from_sched=dist((r.t_first - r.t_sched for r in ok if r.t_first is not None), MS, pq),
         ttft_content=dist(
-            r.t_first_content - r.t_send for r in ok if r.t_first_content is not None
+            (r.t_first_content - r.t_send for r in ok if r.t_first_content is not None), MS, pq
         ),
-        e2e=dist(_e2e(r) for r in ok),
-        tpot=dist(t for r in ok if (t := tpot(r)) is not None),
-        itl_chunk=dist(g for r in ok for g, _ in _gaps(r)),
-        itl_token=dist(g / n for r in ok for g, n in _gaps(r)),
+        e2e=dist((_e2e(r) for r in ok), MS, pq),
+        tpot=dist((t for r in ok if (t := tpot(r)) is not None), MS, pq),
+        itl_chunk=dist((g for r in ok for g, _ in gaps(r)), MS, pq),
+        itl_token=dist((g / n for r in ok for g, n in gaps(r)), MS, pq),
+        prompt_tokens=dist((_prompt_tokens(r) for r in ok), 1.0, pq),
+        prompt_tokens_source=_prompt_source(ok),
         request_throughput=len(ok) / span,
         output_throughput=out_tokens / span,
         total_throughput=(out_tokens + in_tokens) / span,
@@ -266,6 +312,7 @@ def phase_metrics(
         tokens_estimated=any(r.tokens_estimated for r in ok),
         client=client_health(phase, limits),
         spec=spec_acceptance(phase.get("counters_before"), phase.get("counters_after")),
+        server=server_deltas(phase.get("counters_before"), phase.get("counters_after")),
     )
 
 
@@ -282,7 +329,7 @@ def tpot(r: RequestRecord) -> float | None:
     return (r.t_last_token - r.t_first) / (out - 1)
 
 
-def _gaps(r: RequestRecord) -> list[tuple[float, float]]:
+def gaps(r: RequestRecord) -> list[tuple[float, float]]:
     """(gap before a chunk, tokens in it) for every chunk after the first.
 
     Token counts per chunk are rescaled so they sum to the request's authoritative
@@ -306,9 +353,51 @@ def _has_slo(slo: Slo) -> bool:
     return any(v is not None for v in (slo.ttft_ms, slo.tpot_ms, slo.e2e_ms))
 
 
+def _prompt_source(ok: list[RequestRecord]) -> Literal["server", "client tokenizer", "words"]:
+    if ok and all(isinstance((r.usage or {}).get("prompt_tokens"), int) for r in ok):
+        return "server"
+    if ok and all(r.input_tokens_client is not None for r in ok):
+        return "client tokenizer"
+    return "words"
+
+
+def server_deltas(
+    before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> ServerDeltas | None:
+    """Prefix-cache hits, queue time, preemptions and retractions over the phase."""
+    b, a = (before or {}).get("/metrics") or {}, (after or {}).get("/metrics") or {}
+    if not b or not a:
+        return None
+
+    def d(*keys: str) -> float | None:
+        for key in keys:
+            if (v := _delta(b, a, key)) is not None:
+                return v
+        return None
+
+    queries = d("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries")
+    hits = d("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits")
+    q_sum = d("vllm:request_queue_time_seconds_sum", "sglang:queue_time_seconds_sum")
+    q_n = d("vllm:request_queue_time_seconds_count", "sglang:queue_time_seconds_count")
+    sglang_rate = a.get("sglang:cache_hit_rate")
+    out = ServerDeltas(
+        source="/metrics, after minus before this phase",
+        prefix_cache_queries=queries,
+        prefix_cache_hits=hits,
+        prefix_cache_hit_rate=(hits / queries if hits is not None and queries else sglang_rate),
+        queue_time_mean_ms=q_sum / q_n * MS if q_sum is not None and q_n else None,
+        preemptions=d("vllm:num_preemptions_total", "vllm:num_preemptions"),
+        retractions=d("sglang:num_retracted_reqs_total", "sglang:num_retracted_reqs"),
+    )
+    fields = out.model_dump(exclude={"source"})
+    return out if any(v is not None for v in fields.values()) else None
+
+
 def _prompt_tokens(r: RequestRecord) -> int:
     reported = (r.usage or {}).get("prompt_tokens")
-    return reported if isinstance(reported, int) else r.input_words
+    if isinstance(reported, int):
+        return reported
+    return r.input_tokens_client if r.input_tokens_client is not None else r.input_words
 
 
 def _error_counts(failed: list[RequestRecord]) -> dict[str, int]:

@@ -8,14 +8,14 @@ holding NUL or a newline is refused before anything runs.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
 from sleuth.config import HostConfig, Limits
 from sleuth.tools.hosts import Host, HostError, RunResult
-from sleuth.tools.remote import program
+from sleuth.tools.remote import SECRET_RUNNER, program, with_secrets
 from sleuth.tools.results import ToolError
 
 
@@ -152,12 +152,15 @@ class SandboxedHost:
         timeout: float | None = None,
         max_bytes: int | None = None,
         retry: bool = True,
+        secrets: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """Run Sleuth's program `name` (sleuth/tools/remote/) with the host's python, or with
-        `python`; its source goes in on stdin, so a model never supplies code."""
+        `python`; its source goes in on stdin, so a model never supplies code. `secrets`
+        (header values, tokens) follow it on stdin, never on the command line."""
+        head = ["-c", SECRET_RUNNER] if secrets else ["-"]
         return self.run(
-            [python or self.config.python, "-", *args],
-            stdin=program(name),
+            [python or self.config.python, *head, *args],
+            stdin=with_secrets(name, secrets) if secrets else program(name),
             timeout=timeout,
             max_bytes=max_bytes,
             retry=retry,

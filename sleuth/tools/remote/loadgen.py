@@ -11,8 +11,13 @@ event-loop lag, for the honesty checks) and the server's speculative counters
 before and after each phase. Metrics are computed elsewhere, from these lines.
 
 Prompts are seeded words from a fixed vocabulary of common English words, each
-of which is one token for the usual BPE tokenisers; `--input-len` is therefore
-exact in words and approximate in tokens (the chat template adds a few).
+of which is one token for the usual BPE tokenisers. With `--tokenizer DIR` (a
+folder holding tokenizer.json, read with the `tokenizers` package when the host's
+Python has it) prompts are cut to exactly `--input-len` tokens; without one,
+lengths are words, and the header says so. Workloads (`--dataset`): random (with a
+range ratio), sharegpt and jsonl files, prefix (groups sharing a system prefix) and
+multiturn (each turn resends the conversation so far). Header values (an API key)
+arrive on stdin with the program (SECRETS), never on the command line.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ VOCAB = (  # noqa: SIM905 (a word list reads better as one string)
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 LOOP_TICK_S = 0.005
+SECRETS: dict[str, Any] = globals().get("SECRETS", {})
+"""Filled by the runner from stdin (sleuth.tools.remote.secret_runner); empty when run plainly."""
 
 now = time.perf_counter
 
@@ -86,6 +93,142 @@ def poisson_schedule(rate: float, count: int, seed: int) -> list[float]:
         out.append(t)
         t += gap
     return out
+
+
+def arrival_schedule(
+    rate: float,
+    count: int,
+    seed: int,
+    burstiness: float = 1.0,
+    ramp: tuple[float, float] | None = None,
+) -> list[float]:
+    """Due times of `count` requests: gamma-distributed gaps of shape `burstiness` (1 is
+    Poisson; smaller is burstier, with a coefficient of variation of 1/sqrt(shape)), at
+    `rate`, or at a rate moving linearly from ramp[0] to ramp[1] over the run."""
+    if ramp is None and burstiness == 1.0:
+        return poisson_schedule(rate, count, seed)
+    if ramp is None and rate <= 0:
+        return [0.0] * count
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for k in range(count):
+        out.append(t)
+        r = rate if ramp is None else ramp[0] + (ramp[1] - ramp[0]) * k / max(count - 1, 1)
+        t += rng.gammavariate(burstiness, 1.0 / (max(r, 1e-9) * burstiness))
+    return out
+
+
+class Tokens:
+    """Exact prompt lengths with the model's own tokenizer (the `tokenizers` package)."""
+
+    def __init__(self, folder: str) -> None:
+        from tokenizers import Tokenizer  # the host's engine venv has it; sleuth does not
+
+        self.tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+
+    def count(self, text: str) -> int:
+        return len(self.tok.encode(text, add_special_tokens=False).ids)
+
+    def cut(self, text: str, n: int) -> tuple[str, int]:
+        """`text` (longer than n tokens) cut to n tokens, re-checked after decoding."""
+        for _ in range(4):
+            ids = self.tok.encode(text, add_special_tokens=False).ids
+            if len(ids) < n:
+                text += " the" * (n - len(ids))
+                continue
+            text = self.tok.decode(ids[:n])
+            got = self.count(text)
+            if got == n:
+                return text, n
+        return text, self.count(text)
+
+
+class Item:
+    """What one request asks: its prompt (or a turn of a conversation) and output length."""
+
+    __slots__ = ("conv", "index", "input_tokens", "output_len", "prefix", "prompt", "turn")
+
+    def __init__(
+        self,
+        prompt: str,
+        output_len: int,
+        input_tokens: int | None = None,
+        conv: int | None = None,
+        turn: int = 0,
+        prefix: str | None = None,
+    ) -> None:
+        self.prompt, self.output_len, self.input_tokens = prompt, output_len, input_tokens
+        self.conv, self.turn, self.prefix = conv, turn, prefix
+        self.index = -1
+
+
+class Workload:
+    """The seeded stream of requests a dataset makes; item(i) is request i's content."""
+
+    def __init__(self, args: argparse.Namespace, tokens: Tokens | None) -> None:
+        self.a, self.tokens = args, tokens
+        self.rows: list[tuple[str, int | None]] = []
+        if args.dataset in ("sharegpt", "jsonl"):
+            self.rows = load_rows(args.dataset, args.dataset_path)
+            random.Random(args.seed).shuffle(self.rows)
+        self.prefixes = [
+            self.text(make_prompt(args.seed + 7919, -1 - g, args.prefix_len + 8), args.prefix_len)[
+                0
+            ]
+            for g in range(args.prefix_groups if args.dataset == "prefix" else 0)
+        ]
+
+    def text(self, words: str, n: int) -> tuple[str, int | None]:
+        if self.tokens is None:
+            return words, None
+        return self.tokens.cut(words, n)
+
+    def length(self, rng: random.Random, base: int) -> int:
+        r = self.a.range_ratio
+        return max(1, round(rng.uniform(base * (1 - r), base * (1 + r)))) if r else base
+
+    def item(self, i: int) -> Item:
+        a = self.a
+        rng = random.Random(a.seed * 1_000_003 + i)
+        if self.rows:
+            prompt, out = self.rows[i % len(self.rows)]
+            n = self.tokens.count(prompt) if self.tokens else None
+            return Item(prompt, out or a.output_len, n)
+        n_in, n_out = self.length(rng, a.input_len), self.length(rng, a.output_len)
+        words = make_prompt(a.seed, i, n_in + (8 if self.tokens else 0))
+        prompt, counted = self.text(words, n_in)
+        if a.dataset == "prefix":
+            group = i % len(self.prefixes)
+            return Item(prompt, n_out, counted, conv=group, prefix=self.prefixes[group])
+        if a.dataset == "multiturn":
+            return Item(prompt, n_out, counted, conv=i // a.turns, turn=i % a.turns)
+        return Item(prompt, n_out, counted)
+
+
+def load_rows(kind: str, path: str) -> list[tuple[str, int | None]]:
+    """(prompt, output length or None) from a ShareGPT JSON file or a JSONL of prompts."""
+    rows: list[tuple[str, int | None]] = []
+    with open(path, encoding="utf-8") as fh:
+        if kind == "jsonl":
+            for number, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                obj = json.loads(line)
+                if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str):
+                    raise ValueError(f'{path}:{number}: each line needs a string "prompt"')
+                out = obj.get("output_len")
+                if out is not None and (not isinstance(out, int) or out < 1):
+                    raise ValueError(f"{path}:{number}: output_len must be a positive integer")
+                rows.append((obj["prompt"], out))
+        else:
+            for conv in json.load(fh):
+                turns = conv.get("conversations") or conv.get("conversation") or []
+                if len(turns) >= 2 and turns[0].get("value"):
+                    reply = str(turns[1].get("value") or "")
+                    rows.append((str(turns[0]["value"]), max(1, len(reply.split()))))
+    if not rows:
+        raise ValueError(f"{path}: no usable prompts in this {kind} file")
+    return rows
 
 
 def estimate_tokens(text: str) -> int:
@@ -119,11 +262,13 @@ class Request:
         "seen_ct",
         "t_first",
         "t_first_content",
+        "texts",
         "usage",
     )
 
-    def __init__(self, body: bytes, rec: dict[str, Any]) -> None:
+    def __init__(self, body: bytes, rec: dict[str, Any], keep_text: bool = False) -> None:
         self.body, self.rec = body, rec
+        self.texts: list[str] | None = [] if keep_text else None
         self.seen_ct = 0
         self.chunk_t: list[float] = []
         self.chunk_n: list[int] = []
@@ -168,6 +313,8 @@ class Request:
                 self.t_first = t
             if content and self.t_first_content is None:
                 self.t_first_content = t
+            if content and self.texts is not None:
+                self.texts.append(content)
             self.chunk_t.append(t)
             self.chunk_n.append(self.count(usage, content, reasoning, tools))
 
@@ -201,38 +348,64 @@ class Request:
 
 
 class LoadGen:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, tokens: Tokens | None = None) -> None:
         self.args = args
         self.url = args.url.rstrip("/") + (
             "/v1/chat/completions" if args.api == "chat" else "/v1/completions"
         )
+        self.workload = Workload(args, tokens)
+        self.headers = {"Content-Type": "application/json", **SECRETS.get("headers", {})}
+        self.extra_body = json.loads(args.extra_body) if args.extra_body else {}
         self.records: list[dict[str, Any]] = []
         self.next_index = 0
+        self.turns = args.turns if args.dataset == "multiturn" else 1
 
-    def new_request(self, phase: int, warmup: bool) -> Request:
+    def units(self, phase: int, warmup: bool, count: int) -> list[list[Item]]:
+        """`count` requests grouped into what must run one after another (a conversation)."""
+        items = []
+        for _ in range(count):
+            item = self.workload.item(self.next_index)
+            item.index = self.next_index
+            items.append(item)
+            self.next_index += 1
+        out: list[list[Item]] = []
+        for item in items:
+            if out and item.conv is not None and item.turn and out[-1][-1].conv == item.conv:
+                out[-1].append(item)
+            else:
+                out.append([item])
+        return out
+
+    def new_request(
+        self, phase: int, warmup: bool, item: Item, history: list[dict[str, str]] | None = None
+    ) -> Request:
         a = self.args
-        index = self.next_index
-        self.next_index += 1
-        prompt = make_prompt(a.seed, index, a.input_len)
         body: dict[str, Any] = {
             "model": a.model,
-            "max_tokens": a.output_len,
+            "max_tokens": item.output_len,
             "stream": True,
             "stream_options": {"include_usage": True},
-            "ignore_eos": True,
-            "temperature": 0.0,
+            "temperature": a.temperature,
         }
+        if a.ignore_eos:
+            body["ignore_eos"] = True
         if a.api == "chat":
-            body["messages"] = [{"role": "user", "content": prompt}]
+            system = [{"role": "system", "content": item.prefix}] if item.prefix else []
+            body["messages"] = [*system, *(history or []), {"role": "user", "content": item.prompt}]
         else:
-            body["prompt"] = prompt
+            earlier = "".join(m["content"] + "\n" for m in history or [])
+            body["prompt"] = (item.prefix + "\n" if item.prefix else "") + earlier + item.prompt
+        body.update(self.extra_body)
         rec: dict[str, Any] = {
             "type": "request",
-            "index": index,
+            "index": item.index,
             "phase": phase,
             "warmup": warmup,
-            "input_words": a.input_len,
-            "requested_output": a.output_len,
+            "input_words": len(item.prompt.split()),
+            "input_tokens_client": item.input_tokens,
+            "requested_output": item.output_len,
+            "conv": item.conv,
+            "turn": item.turn,
             "t_sched": None,
             "t_dispatch": None,
             "t_send": None,
@@ -248,17 +421,14 @@ class LoadGen:
             "error": None,
             "done_marker": False,
         }
-        return Request(json.dumps(body).encode(), rec)
+        return Request(json.dumps(body).encode(), rec, keep_text=self.turns > 1)
 
     async def send(self, session: aiohttp.ClientSession, req: Request) -> None:
         rec = req.rec
         rec["t_send"] = now()
         try:
             async with session.post(
-                self.url,
-                data=req.body,
-                trace_request_ctx=rec,
-                headers={"Content-Type": "application/json"},
+                self.url, data=req.body, trace_request_ctx=rec, headers=self.headers
             ) as resp:
                 rec["status"] = resp.status
                 if resp.status != 200:
@@ -267,7 +437,7 @@ class LoadGen:
                 else:
                     await self.read_stream(resp, req)
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
-            rec["error"] = f"{type(exc).__name__}: {exc}"
+            rec["error"] = f"{type(exc).__name__}: {exc} (at {self.url})"
         rec["t_done"] = now()
         self.records.append(req.finish())
 
@@ -295,46 +465,79 @@ class LoadGen:
         if tail[:5] == b"data:":
             on_event(tail[5:].strip(), now())
 
+    async def run_unit(
+        self,
+        session: aiohttp.ClientSession,
+        phase: int,
+        warmup: bool,
+        unit: list[Item],
+        first: Request,
+    ) -> None:
+        """One request, or a conversation's turns in order, each resending what came before."""
+        history: list[dict[str, str]] = []
+        req = first
+        for k, item in enumerate(unit):
+            if k:  # the first turn's times were stamped by whoever dispatched it
+                req = self.new_request(phase, warmup, item, history)
+                req.rec["t_sched"] = req.rec["t_dispatch"] = now()
+            await self.send(session, req)
+            history += [
+                {"role": "user", "content": item.prompt},
+                {"role": "assistant", "content": "".join(req.texts or ())},
+            ]
+
+    def expired(self, start: float) -> bool:
+        d = self.args.duration
+        return d is not None and now() - start >= d
+
     async def closed_loop(
         self, session: aiohttp.ClientSession, phase: int, concurrency: int, count: int, warmup: bool
     ) -> None:
         # Bodies are built before the clock starts: building one while other streams
         # are arriving would delay their timestamps by the client's own work.
-        queue = [self.new_request(phase, warmup) for _ in range(count)]
+        units = self.units(phase, warmup, count)
+        queue = [(u, self.new_request(phase, warmup, u[0])) for u in units]
         queue.reverse()
+        start = now()
 
         async def worker() -> None:
-            while queue:
-                req = queue.pop()
+            while queue and (warmup or not self.expired(start)):
+                unit, req = queue.pop()
                 req.rec["t_sched"] = req.rec["t_dispatch"] = now()
-                await self.send(session, req)
+                await self.run_unit(session, phase, warmup, unit, req)
 
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(units)))))
 
     async def open_loop(
         self, session: aiohttp.ClientSession, phase: int, rate: float, count: int, lags: list[float]
     ) -> None:
-        cap = self.args.max_concurrency
+        a = self.args
+        cap = a.max_concurrency
         slots = asyncio.Semaphore(cap) if cap else None
 
-        async def go(req: Request) -> None:
+        async def go(unit: list[Item], req: Request) -> None:
             if slots is None:
-                await self.send(session, req)
+                await self.run_unit(session, phase, False, unit, req)
                 return
             async with slots:
-                await self.send(session, req)
+                await self.run_unit(session, phase, False, unit, req)
 
         tasks = []
-        ready = [self.new_request(phase, False) for _ in range(count)]
+        units = self.units(phase, False, count)
+        ready = [(u, self.new_request(phase, False, u[0])) for u in units]
+        ramp = (a.ramp_up[0], a.ramp_up[1]) if a.ramp_up else None
+        schedule = arrival_schedule(rate, len(ready), a.seed, a.burstiness, ramp)
         start = now()
-        for req, due in zip(ready, poisson_schedule(rate, count, self.args.seed), strict=True):
+        for (unit, req), due in zip(ready, schedule, strict=True):
+            if a.duration is not None and due >= a.duration:
+                break
             delay = start + due - now()
             if delay > 0:
                 await asyncio.sleep(delay)
             req.rec["t_sched"] = start + due
             req.rec["t_dispatch"] = now()
             lags.append(req.rec["t_dispatch"] - req.rec["t_sched"])
-            tasks.append(asyncio.ensure_future(go(req)))
+            tasks.append(asyncio.ensure_future(go(unit, req)))
         await asyncio.gather(*tasks)
 
     async def counters(self, session: aiohttp.ClientSession) -> dict[str, Any]:
@@ -413,6 +616,22 @@ class LoadGen:
             "concurrency": a.concurrency,
             "request_rate": a.request_rate,
             "max_concurrency": a.max_concurrency,
+            "dataset": a.dataset,
+            "dataset_path": a.dataset_path,
+            "range_ratio": a.range_ratio,
+            "prefix_len": a.prefix_len if a.dataset == "prefix" else None,
+            "prefix_groups": a.prefix_groups if a.dataset == "prefix" else None,
+            "turns": a.turns if a.dataset == "multiturn" else None,
+            "burstiness": a.burstiness,
+            "ramp_up": a.ramp_up,
+            "duration": a.duration,
+            "temperature": a.temperature,
+            "ignore_eos": a.ignore_eos,
+            "extra_body": self.extra_body,
+            "header_names": sorted(SECRETS.get("headers", {})),
+            "tokenizer": a.tokenizer,
+            "length_unit": "tokens" if self.workload.tokens else "words",
+            "label": a.label,
             "epoch_at_zero": time.time() - now(),
             "python": sys.version.split()[0],
             "aiohttp": aiohttp.__version__,
@@ -445,6 +664,31 @@ class LoadGen:
         self.records.clear()
 
 
+def find_tokenizer(args: argparse.Namespace) -> str | None:
+    """The served model's folder, as /v1/models reports it (vLLM's `root`), when it holds a
+    tokenizer.json, lies inside the allowed roots, and the `tokenizers` package is here."""
+    import urllib.request
+
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        return None
+    try:
+        with urllib.request.urlopen(args.url.rstrip("/") + "/v1/models", timeout=5) as resp:
+            models = json.loads(resp.read()).get("data") or []
+    except (OSError, ValueError):
+        return None
+    roots = [os.path.realpath(r) for r in args.roots.split(",") if r]
+    for model in models:
+        root = model.get("root") if isinstance(model, dict) else None
+        if not isinstance(root, str) or not os.path.isfile(os.path.join(root, "tokenizer.json")):
+            continue
+        real = os.path.realpath(root)
+        if any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
+            return real
+    return None
+
+
 def _send_time_trace() -> aiohttp.TraceConfig:
     """Stamp t_send when the request's headers are written, not when we began building it.
 
@@ -463,11 +707,27 @@ def _send_time_trace() -> aiohttp.TraceConfig:
     return trace
 
 
+METRIC_PREFIXES = (
+    "vllm:spec_decode_num_",
+    "vllm:prefix_cache_",
+    "vllm:num_preemptions",
+    "vllm:request_queue_time_seconds_sum",
+    "vllm:request_queue_time_seconds_count",
+    "sglang:cache_hit_rate",
+    "sglang:queue_time_seconds_sum",
+    "sglang:queue_time_seconds_count",
+    "sglang:num_retracted_reqs",
+    "sglang:spec_accept_length",
+)
+"""The /metrics series whose change over a phase explains it: speculative acceptance,
+prefix-cache hits, queue time, preemptions (vLLM) and retractions (SGLang)."""
+
+
 def _spec_fields(path: str, text: str) -> dict[str, float]:
     fields: dict[str, float] = {}
     if path == "/metrics":
         for line in text.splitlines():
-            if line.startswith("vllm:spec_decode_num_") and "per_pos" not in line:
+            if line.startswith(METRIC_PREFIXES) and "per_pos" not in line:
                 name, _, value = line.rpartition(" ")
                 key = name.split("{", 1)[0]
                 try:
@@ -553,15 +813,50 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument(
         "--spec-counters",
         action="store_true",
-        help="read the server's speculative counters before and after each phase",
+        help="snapshot the server's /metrics and /get_server_info before and after each phase",
     )
+    ap.add_argument(
+        "--dataset",
+        choices=("random", "sharegpt", "jsonl", "prefix", "multiturn"),
+        default="random",
+    )
+    ap.add_argument("--dataset-path", default=None, help="sharegpt/jsonl file on this host")
+    ap.add_argument("--range-ratio", type=float, default=0.0, help="lengths in L*(1±r)")
+    ap.add_argument("--prefix-len", type=int, default=256, help="prefix: shared prefix length")
+    ap.add_argument("--prefix-groups", type=int, default=4, help="prefix: number of groups")
+    ap.add_argument("--turns", type=int, default=3, help="multiturn: turns per conversation")
+    ap.add_argument(
+        "--tokenizer",
+        default=None,
+        help="folder with tokenizer.json; 'auto': the folder /v1/models names as the model's "
+        "root, when it lies inside --roots",
+    )
+    ap.add_argument("--roots", default="", help="auto tokenizer: allowed folders, comma-separated")
+    ap.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1 = Poisson)")
+    ap.add_argument(
+        "--ramp-up",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=None,
+        help="FROM,TO: the rate moves linearly from FROM to TO req/s over the run",
+    )
+    ap.add_argument("--duration", type=float, default=None, help="stop sending after S seconds")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false")
+    ap.add_argument("--extra-body", default=None, help="JSON object merged into each body")
+    ap.add_argument("--label", default=None, help="a name for this run, kept in the header")
     ap.add_argument(
         "--no-uvloop", action="store_true", help="use asyncio's own loop even if uvloop is here"
     )
     ap.add_argument("--out", default=None, help="JSONL file; default: a new file under /tmp")
     args = ap.parse_args(argv)
-    if (args.concurrency is None) == (args.request_rate is None):
+    if (args.concurrency is None) == (args.request_rate is None) and args.ramp_up is None:
         ap.error("give exactly one of --concurrency and --request-rate")
+    if args.dataset in ("sharegpt", "jsonl") and not args.dataset_path:
+        ap.error(f"--dataset {args.dataset} needs --dataset-path FILE")
+    if args.ramp_up is not None and len(args.ramp_up) != 2:
+        ap.error("--ramp-up takes FROM,TO")
+    if args.ramp_up is not None and args.request_rate is None:
+        args.request_rate = args.ramp_up[0]
     return args
 
 
@@ -571,8 +866,10 @@ def main(argv: list[str] | None = None) -> int:
         fd, args.out = tempfile.mkstemp(prefix="sleuth-bench-", suffix=".jsonl", dir="/tmp")
         os.close(fd)
     runner = _runner(args.no_uvloop)
+    args.tokenizer = find_tokenizer(args) if args.tokenizer == "auto" else args.tokenizer
+    tokens = Tokens(args.tokenizer) if args.tokenizer else None
     with open(args.out, "w", encoding="utf-8") as out:
-        sent = runner(LoadGen(args).run(out))
+        sent = runner(LoadGen(args, tokens).run(out))
     sys.stdout.write(json.dumps({"out": args.out, "requests": sent}) + "\n")
     return 0
 
