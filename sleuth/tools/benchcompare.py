@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from pydantic import BaseModel, Field
 
@@ -38,7 +38,7 @@ CONFIDENCE = 0.95
 VOLATILE = frozenset({"type", "epoch_at_zero", "pid", "python", "aiohttp", "uvloop", "json"})
 """Header fields that differ between any two runs and say nothing about the workload."""
 
-Stat = Literal["p50", "p90", "mean"]
+Stat = Literal["p50", "p90", "p99", "mean"]
 METRICS: dict[str, Callable[[RequestRecord], float | None]] = {
     "ttft": lambda r: None if r.t_first is None else (r.t_first - r.t_send) * 1000,
     "tpot": lambda r: None if (t := tpot(r)) is None else t * 1000,
@@ -146,6 +146,10 @@ def compare(
         warnings=warnings,
         summary=_summary(out),
     )
+
+
+def is_stat(name: str) -> TypeGuard[Stat]:
+    return name in ("p50", "p90", "p99", "mean")
 
 
 def settings_diff(
