@@ -128,3 +128,26 @@ def bench(
     realtime: bool = True,
 ) -> BenchReport:
     return summarise(run_loadgen(url, model, *args, tmp=tmp, realtime=realtime), slo, limits)
+
+
+def train_tokenizer(folder: Path) -> Path:
+    """A small byte-level BPE tokenizer trained here, offline, on the load generator's own
+    vocabulary plus other text, saved as folder/tokenizer.json like a model's."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from tokenizers import decoders
+
+    from sleuth.tools.remote.loadgen import VOCAB
+
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    # Half the vocabulary seen often enough to become single tokens, the rest split in pieces,
+    # so word count and token count differ, as with real models.
+    corpus = [" ".join(VOCAB[: len(VOCAB) // 2]) * 3, "The quick brown fox jumps.", "0123456789"]
+    tok.train_from_iterator(corpus, trainer)
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    return folder

@@ -181,13 +181,24 @@ class Connection(asyncio.Protocol):
         self.busy = True
         close = headers.get("connection", "").lower() == "close"
         self.task = asyncio.ensure_future(
-            self.respond(method, path.split("?", 1)[0], body, arrived, close)
+            self.respond(method, path.split("?", 1)[0], body, arrived, close, headers)
         )
 
     async def respond(
-        self, method: str, path: str, body: bytes, arrived: float, close: bool
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        arrived: float,
+        close: bool,
+        headers: dict[str, str],
     ) -> None:
         try:
+            if self.server.api_key and headers.get("authorization") != (
+                f"Bearer {self.server.api_key}"
+            ):
+                await self.send_json(401, {"error": {"message": "Invalid API key", "code": 401}})
+                return
             await self.server.handle(self, method, path, body, arrived)
         finally:
             self.busy = False
@@ -207,7 +218,12 @@ class Connection(asyncio.Protocol):
         await self.send_plain(status, payload, "application/json")
 
     async def send_plain(self, status: int, payload: bytes, kind: str = "text/plain") -> None:
-        reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}.get(status, "Error")
+        reason = {
+            200: "OK",
+            401: "Unauthorized",
+            404: "Not Found",
+            500: "Internal Server Error",
+        }.get(status, "Error")
         head = (
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n"
             f"Content-Length: {len(payload)}\r\n\r\n"
@@ -228,11 +244,34 @@ class Connection(asyncio.Protocol):
 
 
 class SyntheticServer:
-    def __init__(self, profiles: dict[str, Profile], default: str, spin_ms: float) -> None:
+    def __init__(
+        self,
+        profiles: dict[str, Profile],
+        default: str,
+        spin_ms: float,
+        api_key: str | None = None,
+        tokenizer: str | None = None,
+        model_root: str | None = None,
+    ) -> None:
         self.profiles, self.default = profiles, default
         self.spin_s = spin_ms / 1000.0
         self.spec = SpecCounters()
         self.requests = 0
+        self.api_key, self.model_root = api_key, model_root
+        self.tokenizer: Any = None
+        if tokenizer:
+            from tokenizers import Tokenizer
+
+            self.tokenizer = Tokenizer.from_file(f"{tokenizer}/tokenizer.json")
+        # vLLM-style prefix-cache counters: a system prompt seen before is a hit.
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self.seen_prefixes: set[str] = set()
+
+    def count_tokens(self, text: str) -> int:
+        if self.tokenizer is not None:
+            return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        return len(text.split())
 
     async def handle(
         self, conn: Connection, method: str, path: str, body: bytes, arrived: float
@@ -243,7 +282,8 @@ class SyntheticServer:
             )
         elif path == "/v1/models":
             data = [
-                {"id": name, "object": "model", "owned_by": "synthetic"} for name in self.profiles
+                {"id": name, "object": "model", "owned_by": "synthetic", "root": self.model_root}
+                for name in self.profiles
             ]
             await conn.send_json(200, {"object": "list", "data": data})
         elif path in ("/health", "/health_generate"):
@@ -271,6 +311,8 @@ class SyntheticServer:
             f'vllm:spec_decode_num_drafts_total{{engine="0"}} {s.drafts}\n'
             f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {s.draft_tokens}\n'
             f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {s.accepted_tokens}\n'
+            f'vllm:prefix_cache_queries_total{{engine="0"}} {self.prefix_queries}\n'
+            f'vllm:prefix_cache_hits_total{{engine="0"}} {self.prefix_hits}\n'
         )
 
     async def generate(
@@ -279,6 +321,13 @@ class SyntheticServer:
         model = str(body.get("model", self.default))
         profile = self.profiles.get(model, self.profiles[self.default])
         self.requests += 1
+        system = [m for m in body.get("messages", []) if m.get("role") == "system"]
+        for m in system:
+            n = self.count_tokens(str(m.get("content", "")))
+            self.prefix_queries += n
+            if m["content"] in self.seen_prefixes:
+                self.prefix_hits += n
+            self.seen_prefixes.add(m["content"])
         if profile.fail_share and profile.rng.random() < profile.fail_share:
             await conn.send_json(500, {"error": {"message": "synthetic failure"}})
             return
@@ -319,7 +368,7 @@ class SyntheticServer:
                 str(m.get("content", "")) for m in body.get("messages", [])
             )
             usage = {
-                "prompt_tokens": len(str(prompt).split()),
+                "prompt_tokens": self.count_tokens(str(prompt)),
                 "completion_tokens": sent + p.usage_delta,
             }
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -366,6 +415,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="busy-wait the last this-many ms before each chunk, for exact timing",
     )
     ap.add_argument("--ready-line", action="store_true", help=f"print {READY_LINE!r} when ready")
+    ap.add_argument("--api-key", default=None, help="refuse requests without this bearer key")
+    ap.add_argument("--tokenizer", default=None, help="count prompt tokens with this tokenizer")
+    ap.add_argument("--model-root", default=None, help="the `root` /v1/models reports")
     return ap.parse_args(argv)
 
 
@@ -389,7 +441,14 @@ def profiles_from(args: argparse.Namespace) -> dict[str, Profile]:
 async def serve(args: argparse.Namespace) -> None:
     if args.startup_delay_s:
         await asyncio.sleep(args.startup_delay_s)
-    server = SyntheticServer(profiles_from(args), args.model, args.spin_ms)
+    server = SyntheticServer(
+        profiles_from(args),
+        args.model,
+        args.spin_ms,
+        api_key=args.api_key,
+        tokenizer=args.tokenizer,
+        model_root=args.model_root,
+    )
     loop = asyncio.get_running_loop()
     listener = await loop.create_server(
         lambda: Connection(server), args.host, args.port, backlog=1024

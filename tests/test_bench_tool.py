@@ -150,3 +150,51 @@ def test_sleuth_bench_sweep_prints_json_and_draws_the_plot(
     assert Path(data["jsonl"]).parent == tmp_path / "bench-results"
     bad = CliRunner().invoke(app, ["bench", server, "-m", "fast", "-c", "1", "-r", "3"])
     assert bad.exit_code == 2 and "exactly one of" in bad.output
+
+
+@pytest.mark.ssh
+def test_api_key_reaches_the_remote_load_generator_on_stdin_never_in_ps(
+    tmp_path: Path, make_context: Callable[..., ToolContext]
+) -> None:
+    import subprocess
+    import threading
+
+    from sleuth.tools.bench import RunBenchmarkInput, benchmark
+
+    key = "sk-remote-9c1e77b0f3a2d4"
+    ctx = make_context([str(tmp_path)], allow=["run_benchmark"], approver=approve)
+    ctx.results_dir = tmp_path / "results"
+    seen: list[str] = []
+    done = threading.Event()
+
+    def watch_ps() -> None:
+        while not done.is_set():
+            ps = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True)
+            # The test server itself is given the key on its command line; nothing else may be.
+            seen.append("\n".join(x for x in ps.stdout.splitlines() if "streaming_server" not in x))
+            done.wait(0.02)
+
+    slow = {"fast": {"ttft_ms": 100, "itl_ms": 20}}
+    with synthetic_server(slow, "--api-key", key, realtime=False) as url:
+        args = RunBenchmarkInput(
+            host="remote",
+            endpoint=url,
+            model="fast",
+            concurrency=[2],
+            num_prompts=4,
+            output_len=20,
+            input_len=8,
+            python=sys.executable,
+        )
+        watcher = threading.Thread(target=watch_ps)
+        watcher.start()
+        try:
+            result = benchmark(ctx, args, {"Authorization": f"Bearer {key}"})
+        finally:
+            done.set()
+            watcher.join()
+    assert result.ok, result.error
+    assert result.data["report"]["phases"][0]["completed"] == 4
+    assert any("SECRETS" in snapshot for snapshot in seen)  # the watcher saw the run itself
+    assert not any(key in snapshot for snapshot in seen)
+    assert key not in " ".join(result.argv[0]) + result.output

@@ -29,7 +29,7 @@ from sleuth.cli.common import (
 from sleuth.config import LOCAL, ConfigError
 from sleuth.tools.bench import BenchRun, RunBenchmarkInput, benchmark, warnings
 from sleuth.tools.benchcompare import CompareError, CompareReport, compare, is_stat
-from sleuth.tools.benchmetrics import Dist, PhaseMetrics
+from sleuth.tools.benchmetrics import Dist, PhaseMetrics, parse_lines
 from sleuth.tools.connect import build_context
 from sleuth.tools.hosts import HostError
 from sleuth.tools.results import ToolError
@@ -360,9 +360,12 @@ def _floats(text: str | None, flag: str, count: int | None = None) -> Any:
 
 
 def _first_error(run: BenchRun) -> str:
-    for phase in run.report.phases:
-        if phase.errors:
-            return next(iter(phase.errors))
+    """The first failed request's own error (the server's message with it), from the records."""
+    with open(run.jsonl, encoding="utf-8") as fh:
+        _, _, records = parse_lines(fh)
+    for record in records:
+        if record.error:
+            return record.error
     return "every request failed without an error message"
 
 
