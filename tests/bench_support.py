@@ -133,8 +133,7 @@ def bench(
 def train_tokenizer(folder: Path) -> Path:
     """A small byte-level BPE tokenizer trained here, offline, on the load generator's own
     vocabulary plus other text, saved as folder/tokenizer.json like a model's."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from tokenizers import decoders
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     from sleuth.tools.remote.loadgen import VOCAB
 

@@ -3,6 +3,7 @@ A/B verdict of `sleuth bench compare`, against the synthetic server with known t
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import subprocess
@@ -276,13 +277,13 @@ def test_multiturn_conversations_grow_and_run_in_order(server: str, tmp_path: Pa
         # Each turn resends the earlier turns and their replies, then one new prompt.
         assert prompts[0] < prompts[1] < prompts[2]
         assert {r["input_words"] for r in turns} == {10}
-        assert all(b["t_send"] >= a["t_done"] for a, b in zip(turns, turns[1:]))
+        assert all(b["t_send"] >= a["t_done"] for a, b in itertools.pairwise(turns))
 
 
 @pytest.mark.parametrize("shape", [0.25, 1.0, 4.0])
 def test_burstiness_is_the_gamma_shape(shape: float) -> None:
     times = arrival_schedule(10.0, 4000, seed=1, burstiness=shape)
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     cv = statistics.pstdev(gaps) / statistics.fmean(gaps)
     assert cv == pytest.approx(shape**-0.5, rel=0.1)
     assert len(gaps) / times[-1] == pytest.approx(10.0, rel=0.08)
@@ -318,7 +319,7 @@ def test_bursty_open_loop_run_sends_with_the_asked_spread(server: str, tmp_path:
         )
     )
     sched = sorted(r["t_sched"] for r in recs)
-    gaps = [b - a for a, b in zip(sched, sched[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(sched)]
     assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(2**0.5, rel=0.3)
 
 
