@@ -476,3 +476,36 @@ def test_compare_cli_json_and_a_wrong_file(server: str, tmp_path: Path) -> None:
     junk.write_text("hello\n")
     bad = sleuth("bench", "compare", str(a), str(junk), cwd=tmp_path)
     assert bad.returncode == 2 and "notes.txt" in bad.stderr
+
+
+def test_html_report_shows_tables_plots_and_timeline_in_chromium(
+    server: str, tmp_path: Path
+) -> None:
+    from browser import rendered_dom
+
+    done = sleuth(
+        "bench",
+        server,
+        "-m",
+        "fast",
+        "-c",
+        "1,2,4",
+        "-n",
+        "6",
+        "--output-len",
+        "4",
+        "--percentiles",
+        "50,99.9",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    page = Path(json.loads(done.stdout)["html"])
+    dom = rendered_dom(page)
+    assert "Benchmark of fast on local" in dom
+    for cell in ("c=1", "c=2", "c=4", "TTFT p99.9", "6/6"):
+        assert cell in dom
+    assert dom.count("<svg") == 5  # three latency plots, throughput vs latency, timeline
+    assert dom.count("<title>request ") == 18  # one bar per measured request
+    source = page.read_text()
+    assert "src=" not in source and "href=" not in source  # self-contained: nothing fetched

@@ -30,6 +30,7 @@ from sleuth.config import LOCAL, ConfigError
 from sleuth.tools.bench import BenchRun, RunBenchmarkInput, benchmark, warnings
 from sleuth.tools.benchcompare import CompareError, CompareReport, compare, is_stat
 from sleuth.tools.benchmetrics import Dist, PhaseMetrics, parse_lines
+from sleuth.tools.benchreport import render_html
 from sleuth.tools.connect import build_context
 from sleuth.tools.hosts import HostError
 from sleuth.tools.results import ToolError
@@ -225,9 +226,11 @@ def bench(
         ctx.close()
     run = BenchRun.model_validate(result.data)
     table_csv = write_csv(run)
+    page = write_html(run)
     if as_json:
         data = run.model_dump(mode="json")
         data["csv"] = str(table_csv)
+        data["html"] = str(page)
         data["plot"] = None
     else:
         console.print(_table(run))
@@ -235,6 +238,7 @@ def bench(
             console.print(f"[yellow]{escape(line)}[/]")
         console.print(f"records: {escape(run.jsonl)}")
         console.print(f"table: {escape(str(table_csv))}")
+        console.print(f"report: {escape(str(page))}")
     png = _maybe_plot(run, plot)  # after the results are out, so a failed plot loses nothing
     if as_json:
         data["plot"] = str(png) if png else None
@@ -369,6 +373,15 @@ def _first_error(run: BenchRun) -> str:
     return "every request failed without an error message"
 
 
+def write_html(run: BenchRun) -> Path:
+    """The self-contained HTML report, beside the JSONL."""
+    with open(run.jsonl, encoding="utf-8") as fh:
+        _, _, records = parse_lines(fh)
+    path = Path(run.jsonl).with_suffix(".html")
+    path.write_text(render_html(run, [r for r in records if not r.warmup]), encoding="utf-8")
+    return path
+
+
 def write_csv(run: BenchRun) -> Path:
     """One row per phase, beside the JSONL: the table a spreadsheet wants."""
     path = Path(run.jsonl).with_suffix(".csv")
@@ -424,6 +437,7 @@ def _table(run: BenchRun) -> Table:
     for name in (
         "load",
         "ok/n",
+        "prompt tok",
         "TTFT p50/p99",
         "TTFT sched p99",
         "TPOT p50/p99",
@@ -441,6 +455,7 @@ def _table(run: BenchRun) -> Table:
         table.add_row(
             load,
             f"{p.completed}/{p.requests}",
+            _prompt_cell(p),
             f"{_cell(p.ttft)}/{_cell(p.ttft, 'p99')}",
             _cell(p.ttft_from_sched, "p99"),
             f"{_cell(p.tpot)}/{_cell(p.tpot, 'p99')}",
@@ -474,6 +489,14 @@ def _plot_module(required: bool) -> Any:
         )
         return None
     return plt
+
+
+def _prompt_cell(p: PhaseMetrics) -> str:
+    """Mean prompt tokens, marked when they are the client's word count, not the server's."""
+    if p.prompt_tokens.mean is None:
+        return "-"
+    mark = {"server": "", "client tokenizer": " (tok)", "words": " (words)"}
+    return f"{p.prompt_tokens.mean:.0f}{mark[p.prompt_tokens_source]}"
 
 
 def _maybe_plot(run: BenchRun, plot: Path | None) -> Path | None:

@@ -511,14 +511,15 @@ def render_text(run: BenchRun) -> str:
     if run.round_trip_ms and run.round_trip_ms.p50 is not None:
         lines.append(f"round trip through the port forward: p50 {run.round_trip_ms.p50:.2f} ms")
     lines.append(
-        "phase load  ok/n  ttft p50/p99  ttft-sched p99  tpot p50/p99  itl p50  "
+        "phase load  ok/n  prompt-tok  ttft p50/p99  ttft-sched p99  tpot p50/p99  itl p50  "
         "e2e p50/p99  req/s  out tok/s  conc  goodput"
     )
     for p in run.report.phases:
         load = f"c={p.concurrency_target}" if p.mode == "closed" else f"r={p.request_rate:g}"
         good = "-" if p.goodput is None else f"{p.goodput:.2f}"
         lines.append(
-            f"{p.phase:>5} {load:<5} {p.completed}/{p.requests}  {_fmt(p.ttft)}/"
+            f"{p.phase:>5} {load:<5} {p.completed}/{p.requests}  {_fmt(p.prompt_tokens, 'mean')}"
+            f"({p.prompt_tokens_source})  {_fmt(p.ttft)}/"
             f"{_fmt(p.ttft, 'p99')}  {_fmt(p.ttft_from_sched, 'p99')}  {_fmt(p.tpot)}/"
             f"{_fmt(p.tpot, 'p99')}  {_fmt(p.itl_chunk)}  {_fmt(p.e2e)}/{_fmt(p.e2e, 'p99')}  "
             f"{p.request_throughput:.2f}  {p.output_throughput:.1f}  {p.concurrency:.2f}  {good}"
