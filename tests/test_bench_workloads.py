@@ -21,8 +21,10 @@ from sleuth.tools.remote.loadgen import arrival_schedule
 
 PROFILES = {
     "fast": {"ttft_ms": 20, "itl_ms": 2},
-    "base": {"ttft_ms": 40, "itl_ms": 20},
-    "slower": {"ttft_ms": 40, "itl_ms": 22},
+    # A first token well above a loaded machine's scheduling jitter, so two runs of the same
+    # server differ by less than the 3% that compare calls a change.
+    "base": {"ttft_ms": 300, "itl_ms": 20},
+    "slower": {"ttft_ms": 300, "itl_ms": 22},
 }
 
 
@@ -341,8 +343,8 @@ def test_duration_bounds_a_phase(server: str, tmp_path: Path) -> None:
         realtime=False,
     )
     _, phases, recs = parse_lines(lines)
-    # Each request takes about 40 + 4*20 = 120 ms: two workers fit about 16 in one second.
-    assert 8 <= len(recs) <= 24
+    # Each request takes about 300 + 4*20 = 380 ms: two workers fit about 6 in one second.
+    assert 3 <= len(recs) <= 10
     assert phases[0]["wall_s"] < 1.5
 
 
@@ -434,6 +436,8 @@ def _run(server: str, model: str, tmp: Path) -> Path:
         "16",
         "--input-len",
         "8",
+        "--warmup",
+        "4",
         tmp=tmp,
         realtime=False,
     )
