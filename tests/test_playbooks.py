@@ -244,3 +244,67 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     for inv in out["investigations"]:
         assert verify(Path(inv["transcript"])).ok
         assert all(f["grounded"] for f in inv["findings"])
+
+
+AB_STAND_IN = """#!/bin/sh
+# Stands in for python3: `-m sglang.launch_server ...` serves the synthetic engine, twice as
+# fast per token when speculative decoding is asked for.
+if [ "$1" = -m ] && [ "$2" = sglang.launch_server ]; then
+  port=; itl=8
+  while [ $# -gt 0 ]; do
+    case "$1" in --port) port=$2;; --speculative-algorithm) itl=4;; esac
+    shift
+  done
+  exec {python} {server} --port "$port" --ttft-ms 20 --itl-ms "$itl" --ready-line
+fi
+exec {python} "$@"
+"""
+
+
+def test_speculative_decoding_gain_is_measured_without_and_with_and_compared(
+    deployment: Path, tmp_path: Path
+) -> None:
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.write_text(AB_STAND_IN.format(python=sys.executable, server=SERVER))
+    python.chmod(0o755)
+    config = HostConfig(
+        roots=[str(deployment)],
+        python=str(python),
+        allow=["launch_server", "stop_server", "run_benchmark"],
+    )
+    ctx = ToolContext(
+        hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())},
+        approver=lambda r: ApprovalDecision(approved=True, by="test"),
+        results_dir=tmp_path / "results",
+    )
+    port = free_port()
+    question = (
+        f"What do we gain with speculative decoding on when serving "
+        f"{deployment}/models/Qwen3.5-MoE-demo-NVFP4 on port {port} at concurrency 2?"
+    )
+    result = investigate(ctx, question, tmp_path)
+    tools = [c.tool for c in calls(result)]
+    assert tools == [
+        "launch_server",
+        "run_benchmark",
+        "stop_server",
+        "launch_server",
+        "run_benchmark",
+        "stop_server",
+        "compare_benchmarks",
+    ]
+    launches = [c for c in calls(result) if c.tool == "launch_server"]
+    assert "speculative" not in launches[0].input
+    assert launches[1].input["speculative"] == {"algorithm": "NEXTN"}
+    (finding,) = result.findings
+    assert finding.verdict == "yes" and finding.grounded, finding
+    assert "TPOT p50 is" in finding.claim and "lower" in finding.claim
+    compared = next(c for c in calls(result) if c.tool == "compare_benchmarks")
+    tpot = next(
+        m
+        for m in compared.data["phases"][0]["metrics"]
+        if (m["metric"], m["stat"]) == ("tpot", "p50")
+    )
+    assert tpot["significant"] and tpot["rel_diff"] == pytest.approx(-0.5, abs=0.1)
+    assert verify(Path(result.transcript)).ok

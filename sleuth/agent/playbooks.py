@@ -96,6 +96,8 @@ class Question:
 FAMILIES: dict[str, tuple[str, ...]] = {
     "serve": (
         "serve",
+        "serving",
+        "gain",
         "launch",
         "benchmark",
         "throughput",
@@ -137,7 +139,8 @@ FAMILY_HELP = {
     "arch": "architecture: layers, experts, attention types and parameter count",
     "engine": "engine support: where an engine's source mentions a feature or flag",
     "env": "environment: installed sglang/vllm/torch/transformers/flashinfer and GPUs",
-    "serve": "serve and benchmark: launch a server, benchmark it, stop it (needs permission)",
+    "serve": "serve and benchmark: launch a server, benchmark it, stop it (needs permission); "
+    "with speculative decoding named, the same load without and with it, compared",
 }
 
 
@@ -535,6 +538,9 @@ def _engine_report(grep: Result, engine: str, what: str) -> Report:
     )
 
 
+SPECULATIVE_WORDS = ("speculative", "mtp", "nextn", "draft", "eagle")
+
+
 def plan_serve(q: Question) -> Plan:
     model = next(iter(q.paths), None)
     if model is None:
@@ -547,34 +553,13 @@ def plan_serve(q: Question) -> Plan:
     concurrency = int(match.group(1)) if match else 8
     port_match = re.search(r"port (\d+)", q.text.lower())
     port = int(port_match.group(1)) if port_match else 30000 if engine == "sglang" else 8000
-    (launch,) = yield [
-        Call("launch_server", {"host": q.host, "engine": engine, "model_path": model, "port": port})
-    ]
-    if launch.is_error:
-        report = Report(
-            f"The {engine} server for {model} did not start.",
-            "unknown",
-            0.7,
-            [(launch, launch.line("error") or launch.line("not"))],
-        )
-        yield [report]
-        return _summary_text([report])
-    server_id = (launch.data or {}).get("server_id", "")
-    (bench,) = yield [
-        Call(
-            "run_benchmark",
-            {
-                "host": q.host,
-                "endpoint": f"http://127.0.0.1:{port}",
-                "model": model,
-                "concurrency": [concurrency],
-                "num_prompts": max(16, 4 * concurrency),
-                "input_len": 256,
-                "output_len": 128,
-            },
-        )
-    ]
-    (stop,) = yield [Call("stop_server", {"host": q.host, "server_id": server_id})]
+    if q.has(*SPECULATIVE_WORDS):
+        return (yield from _plan_speculative_ab(q, engine, model, port, concurrency))
+    run = yield from _serve_and_bench(q, engine, model, port, concurrency, None, 128)
+    if isinstance(run, Report):
+        yield [run]
+        return _summary_text([run])
+    bench, stop = run
     phases = ((bench.data or {}).get("report") or {}).get("phases") or [{}]
     p = phases[0]
     if bench.is_error or not p.get("completed"):
@@ -586,14 +571,122 @@ def plan_serve(q: Question) -> Plan:
             f"TTFT p50 {p['ttft']['p50']:.1f} ms, TPOT p50 {p['tpot']['p50']:.2f} ms "
             f"({p['completed']}/{p['requests']} requests ok)"
         )
-    phase_line = next(
-        (ln.strip() for ln in bench.output.splitlines() if re.match(r"\s*0 c=", ln)), None
-    )
     report = Report(
         claim,
         "unknown" if bench.is_error or not p.get("completed") else "yes",
         0.8,
-        [(bench, phase_line), (stop, stop.line("stop"))],
+        [(bench, _phase_line(bench)), (stop, stop.line("stop"))],
+    )
+    yield [report]
+    return _summary_text([report])
+
+
+def _phase_line(bench: Result) -> str | None:
+    return next((ln.strip() for ln in bench.output.splitlines() if re.match(r"\s*0 c=", ln)), None)
+
+
+def _serve_and_bench(
+    q: Question,
+    engine: str,
+    model: str,
+    port: int,
+    concurrency: int,
+    speculative: dict[str, Any] | None,
+    output_len: int,
+) -> Generator[Step, list[Result], Report | tuple[Result, Result]]:
+    """Launch, benchmark, stop; a Report when the server did not start."""
+    launch_input: dict[str, Any] = {
+        "host": q.host,
+        "engine": engine,
+        "model_path": model,
+        "port": port,
+    }
+    if speculative:
+        launch_input["speculative"] = speculative
+    (launch,) = yield [Call("launch_server", launch_input)]
+    which = "with speculative decoding" if speculative else "without speculative decoding"
+    if launch.is_error:
+        return Report(
+            f"The {engine} server for {model} ({which}) did not start.",
+            "unknown",
+            0.7,
+            [(launch, launch.line("error") or launch.line("not"))],
+        )
+    server_id = (launch.data or {}).get("server_id", "")
+    (bench,) = yield [
+        Call(
+            "run_benchmark",
+            {
+                "host": q.host,
+                "endpoint": f"http://127.0.0.1:{port}",
+                "model": model,
+                "concurrency": [concurrency],
+                "num_prompts": max(16, 4 * concurrency),
+                "input_len": 256,
+                "output_len": output_len,
+                "label": which,
+            },
+        )
+    ]
+    (stop,) = yield [Call("stop_server", {"host": q.host, "server_id": server_id})]
+    return bench, stop
+
+
+def _plan_speculative_ab(q: Question, engine: str, model: str, port: int, concurrency: int) -> Plan:
+    """What speculative decoding gains: the same workload without and with it, compared."""
+    algorithm = "EAGLE" if q.has("eagle") else "NEXTN"
+    runs = []
+    for speculative in (None, {"algorithm": algorithm}):
+        run = yield from _serve_and_bench(q, engine, model, port, concurrency, speculative, 64)
+        if isinstance(run, Report):
+            yield [run]
+            return _summary_text([run])
+        runs.append(run)
+    (off, _), (on, stop) = runs
+    paths = [(r.data or {}).get("jsonl") for r in (off, on)]
+    if off.is_error or on.is_error or not all(paths):
+        failed = off if off.is_error else on
+        report = Report(
+            f"The benchmarks of {engine} serving {model} without and with speculative "
+            "decoding did not both complete.",
+            "unknown",
+            0.7,
+            [(failed, failed.line("error") or failed.line("fail"))],
+        )
+        yield [report]
+        return _summary_text([report])
+    (verdict,) = yield [
+        Call(
+            "compare_benchmarks",
+            {"host": q.host, "baseline": paths[0], "candidate": paths[1], "factor": ["label"]},
+        )
+    ]
+    diffs = {
+        (m["metric"], m["stat"]): m
+        for phase in (verdict.data or {}).get("phases", [])[:1]
+        for m in phase["metrics"]
+    }
+    tpot, e2e = diffs.get(("tpot", "p50"), {}), diffs.get(("e2e", "p50"), {})
+    if tpot.get("significant") and (tpot.get("rel_diff") or 0) < 0:
+        answer = "yes"
+    elif any(m.get("significant") for m in (tpot, e2e)):
+        answer = "no"
+    else:
+        answer = "unknown"
+    claim = (
+        f"{engine} serving {model} at concurrency {concurrency}, speculative decoding "
+        f"({algorithm}) against none: {(verdict.data or {}).get('summary', 'no comparison')}"
+    )
+    report = Report(
+        claim,
+        answer,
+        0.8,
+        [
+            (verdict, verdict.line("TPOT p50")),
+            (verdict, verdict.line("E2E p50")),
+            (on, _phase_line(on)),
+            (stop, stop.line("stop")),
+        ],
     )
     yield [report]
     return _summary_text([report])

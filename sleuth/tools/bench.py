@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from sleuth.tools.benchcompare import CompareError, compare
 from sleuth.tools.benchmetrics import BenchReport, Dist, Slo, dist, summarise
 from sleuth.tools.hosts import LocalHost, read_whole
 from sleuth.tools.policy import SandboxedHost
@@ -98,6 +99,9 @@ class RunBenchmarkInput(ToolInput):
     ignore_eos: bool = Field(True, description="Generate exactly output_len tokens.")
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Merged into every request body."
+    )
+    label: str | None = Field(
+        None, max_length=200, description="A name for this run, kept in its records' header."
     )
     percentiles: list[float] = Field(
         default_factory=lambda: [50.0, 90.0, 99.0],
@@ -245,6 +249,8 @@ def loadgen_args(
         argv += ["--duration", f"{args.duration_s:g}"]
     if not args.ignore_eos:
         argv.append("--no-ignore-eos")
+    if args.label:
+        argv += ["--label", args.label]
     if args.extra_body:
         argv += ["--extra-body", json.dumps(args.extra_body, separators=(",", ":"))]
     if out:
@@ -558,3 +564,44 @@ def warnings(report: BenchReport) -> list[str]:
                 f"({p.spec.source}) {p.spec.note}".rstrip()
             )
     return out
+
+
+class CompareBenchmarksInput(ToolInput):
+    baseline: str = Field(description="Records of run A: the `jsonl` path run_benchmark returned.")
+    candidate: str = Field(description="Records of run B, to judge against A.")
+    factor: list[str] = Field(
+        default_factory=list,
+        description="Settings expected to differ between the runs (e.g. label, model).",
+    )
+
+
+@tool()
+def compare_benchmarks(ctx: ToolContext, args: CompareBenchmarksInput) -> ToolResult:
+    """Is run B different from run A? Compares two run_benchmark records per phase and metric
+    (TTFT, TPOT, ITL, E2E at p50 and p90): B's change with a 95% bootstrap interval over the
+    requests, called significant only when the interval excludes zero and the change is at
+    least 3%. Warns when the runs' settings differ in more than `factor` or a run was
+    client-limited. Reads only records that run_benchmark saved in this run's results folder.
+    """
+    paths = [_record(ctx, args.baseline), _record(ctx, args.candidate)]
+    try:
+        report = compare(paths[0], paths[1], factor=args.factor)
+    except CompareError as exc:
+        raise ToolError(str(exc)) from exc
+    lines = [f"B {paths[1].name} against A {paths[0].name}"]
+    for phase in report.phases:
+        lines += [f"phase {phase.phase} ({phase.load_a}): {m.sentence}" for m in phase.metrics]
+    lines += [f"warning: {w}" for w in report.warnings]
+    lines.append(f"summary: {report.summary}")
+    return ToolResult(ok=True, output="\n".join(lines), data=report.model_dump(mode="json"))
+
+
+def _record(ctx: ToolContext, given: str) -> Path:
+    folder = ctx.results_dir.resolve()
+    path = (folder / given).resolve() if not Path(given).is_absolute() else Path(given).resolve()
+    if path.parent != folder or path.suffix != ".jsonl" or not path.is_file():
+        raise ToolError(
+            f"{given!r} is not a benchmark record of this run; give the `jsonl` path that "
+            f"run_benchmark returned (a .jsonl file in {folder})"
+        )
+    return path
