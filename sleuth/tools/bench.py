@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from sleuth.tools.benchmetrics import BenchReport, Dist, Slo, dist, summarise
+from sleuth.tools.errors import ErrorKind
 from sleuth.tools.hosts import LocalHost, read_whole
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.registry import ToolContext, ToolInput, tool
@@ -254,13 +255,14 @@ def _reach(host: SandboxedHost, args: RunBenchmarkInput) -> Iterator[tuple[str, 
 
 
 def _ssh_transport(host: SandboxedHost) -> Any:
-    transport = getattr(host.host, "transport", None)
+    transport = host.host.transport()
     if transport is None:
         raise ToolError(
             f"host {host.name!r} is not an SSH host, so where='local' cannot forward a port "
-            "to it; use where='remote'"
+            "to it; use where='remote'",
+            ErrorKind.INVALID_INPUT,
         )
-    return transport()
+    return transport
 
 
 class PortForward:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sleuth.config import HostConfig, Limits
+from sleuth.tools.errors import ErrorKind
 from sleuth.tools.hosts import Host, HostError, RunResult
 from sleuth.tools.remote import program
 from sleuth.tools.results import ToolError
@@ -21,6 +22,8 @@ from sleuth.tools.results import ToolError
 
 class PolicyError(ToolError):
     """The sandbox refused; the message says why and how to widen it if that is intended."""
+
+    default_kind = ErrorKind.POLICY
 
 
 class ApprovalRequest(BaseModel):
@@ -101,7 +104,7 @@ class SandboxedHost:
             # Refuse before revealing whether something outside the roots exists.
             if not self.contains(posixpath.normpath(joined)):
                 raise self._outside(path, joined, True) from exc
-            raise ToolError(str(exc)) from exc
+            raise ToolError(str(exc), exc.kind) from exc
         if not self.contains(real):
             raise self._outside(path, real, self.host.stat(real).kind == "dir")
         return real
