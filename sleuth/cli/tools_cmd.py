@@ -194,11 +194,10 @@ def _check_host(settings: Settings, name: str, accept_new_host_key: bool) -> dic
 
 def _print_hosts(rows: list[dict[str, Any]], check: bool, source: str | None) -> None:
     table = Table(title=f"hosts ({source or 'built-in defaults: no sleuth.toml found'})")
-    for col in ("host", "ssh", "roots", "allows"):
-        table.add_column(col)
-    if check:
-        # A fingerprint is one long word: fold it onto the next line rather than cut it.
-        table.add_column("check", overflow="fold")
+    # Paths and fingerprints are long single words: fold them onto the next line, never cut
+    # them, so what is shown can be copied.
+    for col in ("host", "ssh", "roots", "allows", *(["check"] if check else [])):
+        table.add_column(col, overflow="fold")
     for r in rows:
         cells = [
             escape(c)
