@@ -1,6 +1,7 @@
 """Shared fixtures: a throwaway sshd on 127.0.0.1 and hosts and contexts connected to it.
 
 - `sshd`: the server (see tests/sshd.py); skipped with the install command when sshd is absent.
+- `sshd_no_sftp`: a second server without the SFTP subsystem (hardened hosts run so).
 - `ssh_host_factory(name="remote", roots=[...], allow=[...])`: a SandboxedHost over a connected
   SSHHost to it.
 - `make_context(roots, allow=[], approver=deny_all)`: a ToolContext whose hosts "local"
@@ -29,6 +30,18 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
     if reason is not None:
         pytest.skip(reason)
     server = SSHServer.create(tmp_path_factory.mktemp("sshd"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def sshd_no_sftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = SSHServer.create(tmp_path_factory.mktemp("sshd-no-sftp"), sftp=False)
     try:
         yield server
     finally:

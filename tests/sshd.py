@@ -8,7 +8,8 @@ with SSHServer.create(tmp_dir) as server:
 
 It has its own ed25519 host key and a user key, and a temporary HOME whose
 `.ssh/config` names it `sleuth-test`, so `HOME=server.home ssh sleuth-test` works.
-It runs as the current user, who is also the login user.
+It runs as the current user, who is also the login user. `create(dir, sftp=False)` starts
+one without the SFTP subsystem, as hardened servers run.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class SSHServer:
     alias: str = ALIAS
     host_key_fingerprint: str = ""
     extra_config: list[str] = field(default_factory=list)
+    sftp: bool = True
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -116,7 +118,7 @@ class SSHServer:
         return self.dir / "sshd.log"
 
     @classmethod
-    def create(cls, dir: Path, *, clean_shell: bool = True) -> SSHServer:
+    def create(cls, dir: Path, *, clean_shell: bool = True, sftp: bool = True) -> SSHServer:
         """Write keys and config under `dir` and start the server.
 
         `clean_shell` points the remote HOME at the temporary home, so the login shell reads
@@ -130,7 +132,7 @@ class SSHServer:
             extra.append(
                 f"SetEnv HOME={dir / 'home'} PATH={python_dir}:/usr/local/bin:/usr/bin:/bin"
             )
-        server = cls(dir=dir, port=free_port(), extra_config=extra)
+        server = cls(dir=dir, port=free_port(), extra_config=extra, sftp=sftp)
         server._write_files()
         server.start()
         return server
@@ -170,9 +172,10 @@ class SSHServer:
             "MaxSessions 32",
             "MaxStartups 100:30:200",
             "LogLevel ERROR",
-            f"Subsystem sftp {sftp if os.path.exists(sftp) else 'internal-sftp'}",
             *self.extra_config,
         ]
+        if self.sftp:
+            lines.append(f"Subsystem sftp {sftp if os.path.exists(sftp) else 'internal-sftp'}")
         (self.dir / "sshd_config").write_text("\n".join(lines) + "\n")
 
     def start(self) -> None:

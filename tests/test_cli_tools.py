@@ -122,7 +122,8 @@ def test_hosts_check_reports_latency_user_key_and_roots(project: Path, sshd: SSH
     rows = {r["name"]: r for r in as_json(proc)}
     gpu1 = rows["gpu1"]
     assert gpu1["ok"] and gpu1["latency_ms"] > 0
-    assert gpu1["user"] == sshd.user and "ed25519" in gpu1["host_key"].lower()
+    assert gpu1["user"] == sshd.user and gpu1["host_key_type"] == "ED25519"
+    assert gpu1["host_key_fingerprint"] == sshd.host_key_fingerprint
     assert gpu1["roots_found"] == {str(project): "dir"}
     assert rows["local"]["ok"]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sleuth.tools.errors import ErrorKind
 from sleuth.tools.hosts import HostError
 from sleuth.tools.ssh import HostKeyError, SSHHost, read_known_hosts
 from tests.sshd import SSHServer, free_port, keygen
@@ -45,6 +46,7 @@ def test_unknown_key_is_refused_with_its_fingerprint_and_the_fix(
     message = str(caught.value)
     assert f"ED25519 key {sshd.host_key_fingerprint}" in message
     assert "--accept-new-host-key" in message and str(sleuth_known) in message
+    assert caught.value.kind is ErrorKind.HOST_KEY_UNKNOWN
     assert not sleuth_known.exists()
 
 
@@ -69,6 +71,7 @@ def test_changed_key_is_refused_even_with_accept_new(sshd: SSHServer, tmp_path: 
     assert "CHANGED" in message
     assert old_fingerprint in message and sshd.host_key_fingerprint in message
     assert f"{user_known}:2" in message
+    assert caught.value.kind is ErrorKind.HOST_KEY_CHANGED
     assert not (tmp_path / "sleuth_known").exists()
 
 
@@ -82,6 +85,7 @@ def test_revoked_key_is_refused_even_when_also_listed(sshd: SSHServer, tmp_path:
     with pytest.raises(HostKeyError, match="@revoked") as caught:
         _connect(_host(sshd, user_known, tmp_path / "sleuth_known"))
     assert f"{user_known}:2" in str(caught.value)
+    assert caught.value.kind is ErrorKind.HOST_KEY_REVOKED
 
 
 def test_hashed_known_hosts_entries_are_recognised(sshd: SSHServer, tmp_path: Path) -> None:
@@ -148,6 +152,6 @@ def test_proxy_jump_reaches_the_host_through_another(sshd: SSHServer, tmp_path: 
     host = _host(sshd, sshd.known_hosts_path, tmp_path / "sk", target="behind", config=config)
     try:
         assert host.run(["echo", "via"], timeout=10, max_bytes=10).stdout == b"via\n"
-        assert host.describe()["via"] == [sshd.alias]
+        assert host.describe().via == [sshd.alias]
     finally:
         host.close()

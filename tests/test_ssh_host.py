@@ -13,27 +13,42 @@ from pathlib import Path
 
 import pytest
 
+from sleuth.tools.errors import ErrorKind
 from sleuth.tools.hosts import HostError, LocalHost
-from sleuth.tools.ssh import SSHHost
+from sleuth.tools.ssh import NO_SFTP, SSHHost
 from tests.sshd import SSHServer
+
+
+def connect(server: SSHServer, tmp_path: Path) -> SSHHost:
+    return SSHHost(
+        "remote",
+        server.alias,
+        known_hosts=tmp_path / "sleuth_known_hosts",
+        ssh_config_path=server.ssh_config_path,
+        user_known_hosts=server.known_hosts_path,
+    )
 
 
 @pytest.fixture
 def host(sshd: SSHServer, tmp_path: Path) -> Iterator[SSHHost]:
-    made = SSHHost(
-        "remote",
-        sshd.alias,
-        known_hosts=tmp_path / "sleuth_known_hosts",
-        ssh_config_path=sshd.ssh_config_path,
-        user_known_hosts=sshd.known_hosts_path,
-    )
+    made = connect(sshd, tmp_path)
     yield made
+    made.close()
+
+
+@pytest.fixture(params=["sftp", "exec"])
+def file_host(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SSHHost]:
+    """A host whose files are read over SFTP, and one whose server has no SFTP subsystem."""
+    server = request.getfixturevalue("sshd" if request.param == "sftp" else "sshd_no_sftp")
+    made = connect(server, tmp_path)
+    yield made
+    assert made.file_access == request.param
     made.close()
 
 
 def test_eight_commands_run_at_once_on_one_connection(host: SSHHost) -> None:
     host.run(["true"], timeout=10, max_bytes=100)
-    transport = host._transport
+    transport = host.conn.transport
     start = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
         results = list(
@@ -45,7 +60,7 @@ def test_eight_commands_run_at_once_on_one_connection(host: SSHHost) -> None:
     elapsed = time.monotonic() - start
     assert [r.stdout for r in results] == [f"{i}\n".encode() for i in range(8)]
     assert elapsed < 4, f"8 one-second commands took {elapsed:.1f}s: they did not overlap"
-    assert host._transport is transport and host.reconnects == 0
+    assert host.conn.transport is transport and host.reconnects == 0
 
 
 def _rss_kib(field: str) -> int:
@@ -105,7 +120,10 @@ def test_large_stdin_and_output_flow_together(host: SSHHost) -> None:
     assert result.stdout == data and result.exit_code == 0
 
 
-def test_read_range_returns_exact_bytes_and_moves_only_those(host: SSHHost, tmp_path: Path) -> None:
+def test_read_range_returns_exact_bytes_and_moves_only_those(
+    file_host: SSHHost, tmp_path: Path
+) -> None:
+    host = file_host
     data = os.urandom(4 << 20)
     path = tmp_path / "blob.bin"
     path.write_bytes(data)
@@ -118,11 +136,14 @@ def test_read_range_returns_exact_bytes_and_moves_only_those(host: SSHHost, tmp_
     assert host.read_range(str(path), len(data) - 10, 1000) == data[-10:]
     assert host.read_range(str(path), len(data) + 5, 1000) == b""
     assert host.read_range(str(path), 7, 5) == data[7:12]
-    with pytest.raises(HostError, match=r"blob\.missing"):
+    with pytest.raises(HostError, match=r"blob\.missing") as missing:
         host.read_range(str(tmp_path / "blob.missing"), 0, 10)
+    assert missing.value.kind is ErrorKind.NOT_FOUND
+    assert host.read_range(str(path), 5, 0) == b""
 
 
-def test_realpath_follows_symlink_chains(host: SSHHost, tmp_path: Path) -> None:
+def test_realpath_follows_symlink_chains(file_host: SSHHost, tmp_path: Path) -> None:
+    host = file_host
     (tmp_path / "real").mkdir()
     (tmp_path / "real" / "f.txt").write_text("x")
     (tmp_path / "hop2").symlink_to(tmp_path / "real")
@@ -131,11 +152,16 @@ def test_realpath_follows_symlink_chains(host: SSHHost, tmp_path: Path) -> None:
     asked = str(tmp_path / "hop1" / ".." / "hop1" / "f.txt")
     assert host.realpath(asked) == os.path.realpath(asked)
     for missing in ("dangling", "nothing/here"):
-        with pytest.raises(HostError, match="no such file or directory"):
+        with pytest.raises(HostError, match="no such file or directory") as raised:
             host.realpath(str(tmp_path / missing))
+        assert raised.value.kind is ErrorKind.NOT_FOUND
+    odd = tmp_path / "a b $(x) 'q'\nline"
+    odd.write_text("x")
+    assert host.realpath(str(odd)) == str(odd)
 
 
-def test_stat_reports_kinds_like_the_local_host(host: SSHHost, tmp_path: Path) -> None:
+def test_stat_reports_kinds_like_the_local_host(file_host: SSHHost, tmp_path: Path) -> None:
+    host = file_host
     (tmp_path / "file").write_bytes(b"12345")
     (tmp_path / "dir").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "file")
@@ -146,6 +172,8 @@ def test_stat_reports_kinds_like_the_local_host(host: SSHHost, tmp_path: Path) -
         assert remote_stat.kind == local_stat.kind, name
     assert host.stat(str(tmp_path / "file")).size == 5
     assert host.stat(str(tmp_path / "missing")).kind == "missing"
+    assert host.stat(str(tmp_path / "file")).mtime == int((tmp_path / "file").stat().st_mtime)
+    assert host.stat(str(tmp_path / "link")).size == len(str(tmp_path / "file"))
 
 
 def test_dropped_connection_is_reestablished_and_reported(host: SSHHost, sshd: SSHServer) -> None:
@@ -195,8 +223,26 @@ def test_local_and_ssh_hosts_agree_on_timeouts_and_missing_commands(host: SSHHos
 
 def test_describe_reports_what_sleuth_hosts_check_shows(host: SSHHost, sshd: SSHServer) -> None:
     info = host.describe()
-    assert info["address"] == f"127.0.0.1:{sshd.port}"
-    assert info["user"] == sshd.user
-    assert info["host_key"] == f"ED25519 {sshd.host_key_fingerprint}"
-    assert str(sshd.client_key_path) in info["auth_key"]
-    assert 0 < info["sftp_latency_ms"] < 1000 and 0 < info["exec_latency_ms"] < 5000
+    assert info.address == f"127.0.0.1:{sshd.port}"
+    assert info.user == sshd.user
+    assert (info.host_key_type, info.host_key_fingerprint) == ("ED25519", sshd.host_key_fingerprint)
+    assert str(sshd.client_key_path) in info.auth_key
+    assert 0 < info.file_latency_ms < 1000 and 0 < info.exec_latency_ms < 5000
+    assert (info.file_access, info.warnings) == ("sftp", [])
+
+
+def test_without_sftp_files_go_by_exec_noted_once_per_connection(
+    sshd_no_sftp: SSHServer, tmp_path: Path
+) -> None:
+    host = connect(sshd_no_sftp, tmp_path)
+    try:
+        for _ in range(3):
+            assert host.stat("/").kind == "dir"
+        assert host.notes == [f"host 'remote': {NO_SFTP}"]
+        info = host.describe()
+        assert (info.file_access, info.warnings) == ("exec", [NO_SFTP])
+        sshd_no_sftp.restart()  # a new connection asks for SFTP again, and notes it again
+        assert host.realpath("/") == "/" and host.reconnects == 1
+        assert host.notes == [f"host 'remote': {NO_SFTP}"] * 2
+    finally:
+        host.close()

@@ -204,6 +204,13 @@ class Investigation:
                 reconnected=result.reconnected,
             )
         )
+        if result.traceback:  # a bug, not a failed call: say so, and keep where it happened
+            self.writer.append(
+                ErrorEvent(
+                    where="tool", message=redact(f"{call_id} {result.error}\n{result.traceback}")
+                )
+            )
+            self.observer.note(f"{result.error} (traceback in the transcript)")
         self.observer.tool_ended(call_id, result.ok, result.duration_s)
         return tool_result_block(call_id, output, not result.ok)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from sleuth.agent.brains import system_prompt
 from sleuth.agent.budget import price_for
@@ -20,7 +19,7 @@ from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
 from sleuth.config import Settings
-from sleuth.tools.hosts import HostError
+from sleuth.tools.errors import HostError
 from sleuth.tools.registry import ToolContext, all_tools
 from sleuth.transcripts.events import HostInfo, SessionStarted, ToolSpec
 from sleuth.transcripts.store import TranscriptWriter
@@ -62,16 +61,14 @@ def describe_hosts(ctx: ToolContext) -> list[HostInfo]:
             roots=list(sandbox.config.roots),
             allow=list(sandbox.config.allow),
         )
-        describe = getattr(sandbox.host, "describe", None)
-        if describe is not None:
-            try:
-                facts: dict[str, Any] = describe()
-            except HostError as exc:
-                info.address = f"unreachable: {exc}"
-            else:
-                info.address = f"{facts.get('user', '')}@{facts.get('address', '')}".lstrip("@")
-                key = str(facts.get("host_key", ""))
-                info.fingerprint = next((w for w in key.split() if w.startswith("SHA256:")), key)
+        try:
+            facts = sandbox.host.describe()
+        except HostError as exc:
+            info.address = f"unreachable: {exc}"
+        else:
+            if facts.address:  # this machine has none, and keeps its name
+                info.address = f"{facts.user}@{facts.address}"
+                info.fingerprint = facts.host_key_fingerprint
         infos.append(info)
     return infos
 

@@ -22,9 +22,9 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
-from sleuth.config import ConfigError
+from sleuth.config import ConfigError, Settings
 from sleuth.tools.connect import build_context
-from sleuth.tools.hosts import HostError
+from sleuth.tools.errors import ErrorKind, HostError
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver, deny_all
 from sleuth.tools.registry import all_tools, execute
 from sleuth.transcripts.redact import redact_obj
@@ -99,6 +99,8 @@ def run_tool(
         )
     else:
         console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}")
+        if result.traceback:  # a bug in Sleuth: show where, for the report
+            err_console.print(escape(result.traceback), highlight=False, soft_wrap=True)
     if not result.ok:
         raise typer.Exit(EXIT_ERROR)
 
@@ -138,7 +140,9 @@ def list_tools(as_json: bool = JsonOption) -> None:
 
 def show_hosts(
     check: bool = typer.Option(False, "--check", help="Connect and report latency and roots."),
-    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key"),
+    accept_new_host_key: bool = typer.Option(
+        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
+    ),
     as_json: bool = JsonOption,
     config: Path | None = ConfigOption,
 ) -> None:
@@ -153,7 +157,7 @@ def show_hosts(
             "allow": host_cfg.allow,
         }
         if check:
-            row.update(_check_host(settings, name))
+            row.update(_check_host(settings, name, accept_new_host_key))
         rows.append(row)
     if as_json:
         print_json(rows)
@@ -163,42 +167,56 @@ def show_hosts(
         raise typer.Exit(EXIT_ERROR)
 
 
-def _check_host(settings: Any, name: str) -> dict[str, Any]:
+def _check_host(settings: Settings, name: str, accept_new_host_key: bool) -> dict[str, Any]:
+    """Connect, time a command, stat the roots and describe the host; failures become a row."""
     try:
-        ctx = build_context(settings, [name], accept_new_host_key=False)
+        ctx = build_context(settings, [name], accept_new_host_key=accept_new_host_key)
+    except ConfigError as exc:
+        return {"ok": False, "error": str(exc), "error_kind": ErrorKind.CONFIG}
+    try:
         sandbox = ctx.hosts[name]
         start = time.monotonic()
         run = sandbox.run(["true"], timeout=15)
         latency_ms = (time.monotonic() - start) * 1000
         roots = {root: sandbox.host.stat(root).kind for root in sandbox.config.roots}
-        describe = getattr(sandbox.host, "describe", None)
-        extra = describe() if callable(describe) else {}
+        facts = sandbox.host.describe()
+    except HostError as exc:
+        return {"ok": False, "error": str(exc), "error_kind": exc.kind}
+    finally:
         ctx.close()
-    except (HostError, ConfigError, OSError) as exc:
-        return {"ok": False, "error": str(exc)}
     return {
         "ok": run.exit_code == 0,
         "latency_ms": round(latency_ms, 1),
         "roots_found": roots,
-        **extra,
+        **facts.model_dump(mode="json"),
     }
 
 
 def _print_hosts(rows: list[dict[str, Any]], check: bool, source: str | None) -> None:
     table = Table(title=f"hosts ({source or 'built-in defaults: no sleuth.toml found'})")
-    for col in ("host", "ssh", "roots", "allows"):
-        table.add_column(col)
-    if check:
-        table.add_column("check")
+    # Paths and fingerprints are long single words: fold them onto the next line, never cut
+    # them, so what is shown can be copied.
+    for col in ("host", "ssh", "roots", "allows", *(["check"] if check else [])):
+        table.add_column(col, overflow="fold")
     for r in rows:
-        cells = [r["name"], r["ssh"], "\n".join(r["roots"]), ", ".join(r["allow"]) or "-"]
+        cells = [
+            escape(c)
+            for c in (r["name"], r["ssh"], "\n".join(r["roots"]), ", ".join(r["allow"]) or "-")
+        ]
         if check:
-            if r.get("ok"):
-                found = r.get("roots_found", {})
-                roots = ", ".join(f"{k} {'ok' if v == 'dir' else v}" for k, v in found.items())
-                who = f"{r.get('user', '')} {r.get('key_type', '')}".strip()
-                cells.append(f"[green]ok[/] {r['latency_ms']} ms {who}\n{roots}")
-            else:
-                cells.append(f"[red]{escape(r.get('error', 'failed'))}[/]")
-        table.add_row(*[c if c.startswith("[") else escape(c) for c in cells])
+            cells.append(_check_cell(r))
+        table.add_row(*cells)
     console.print(table)
+
+
+def _check_cell(r: dict[str, Any]) -> str:
+    if not r.get("ok"):
+        return f"[red]{escape(r.get('error', 'failed'))}[/]"
+    who = f"{r['user']}@{r['address']}" if r.get("address") else "this machine"
+    lines = [f"[green]ok[/] {r['latency_ms']} ms {escape(who)}"]
+    if r.get("host_key_fingerprint"):
+        lines.append(escape(f"{r['host_key_type']} {r['host_key_fingerprint']}"))
+    found = r.get("roots_found", {})
+    lines += [escape(f"{k} {'ok' if v == 'dir' else v}") for k, v in found.items()]
+    lines += [f"[yellow]warning: {escape(w)}[/]" for w in r.get("warnings", [])]
+    return "\n".join(lines)

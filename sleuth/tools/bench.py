@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from sleuth.tools.benchcompare import CompareError, compare
 from sleuth.tools.benchmetrics import BenchReport, Dist, Slo, dist, summarise
+from sleuth.tools.errors import ErrorKind
 from sleuth.tools.hosts import LocalHost, read_whole
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.registry import ToolContext, ToolInput, tool
@@ -379,13 +380,14 @@ def _reach(host: SandboxedHost, args: RunBenchmarkInput) -> Iterator[tuple[str, 
 
 
 def _ssh_transport(host: SandboxedHost) -> Any:
-    transport = getattr(host.host, "transport", None)
+    transport = host.host.transport()
     if transport is None:
         raise ToolError(
             f"host {host.name!r} is not an SSH host, so where='local' cannot forward a port "
-            "to it; use where='remote'"
+            "to it; use where='remote'",
+            ErrorKind.INVALID_INPUT,
         )
-    return transport()
+    return transport
 
 
 class PortForward:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from sleuth.tools.errors import ErrorKind
 from sleuth.tools.hosts import HostError, LocalHost
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.registry import ToolContext, ToolInput, tool
@@ -259,7 +260,7 @@ def _on_host_python(
             max_bytes=PROBE_OUTPUT_CAP,
         )
     except HostError as exc:
-        if "not found" in str(exc):
+        if exc.kind is ErrorKind.COMMAND_NOT_FOUND:
             return None
         raise
     if run.exit_code == 127:
@@ -301,7 +302,7 @@ class SftpFs:
             try:
                 st = self.sandboxed.host.stat(self.sandboxed.resolve(path))
             except ToolError as exc:
-                if "no such file" in str(exc):
+                if exc.kind is ErrorKind.NOT_FOUND:
                     return None
                 raise probe.ProbeError(str(exc)) from None
         return None if st.kind == "missing" else st.size

@@ -2,7 +2,8 @@
 
 A host runs argument vectors (never shell strings), reads byte ranges of files,
 resolves paths the way the host's own filesystem does, and stats them. The SSH
-implementation lives in `sleuth.tools.ssh`.
+implementation lives in `sleuth.tools.ssh`. Nothing in the agent imports this module: it
+reaches hosts through the tool registry.
 """
 
 from __future__ import annotations
@@ -15,19 +16,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
-from typing import IO, Literal, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from sleuth.tools.errors import ErrorKind
+from sleuth.tools.errors import HostError as HostError  # its home for most callers
+
+if TYPE_CHECKING:
+    import paramiko
 
 PathKind = Literal["file", "dir", "symlink", "other", "missing"]
-
-
-class HostError(Exception):
-    """A host could not do what was asked (connection, missing file, refused key).
-
-    The message is written for the person or model reading it: it names the
-    cause and, where there is one, the fix.
-    """
 
 
 class RunResult(BaseModel):
@@ -51,6 +50,26 @@ class StatResult(BaseModel):
     kind: PathKind
     size: int = 0
     mtime: float = 0.0
+
+
+FileAccess = Literal["local", "sftp", "exec"]
+
+
+class HostFacts(BaseModel):
+    """What `sleuth hosts --check` and a transcript's header say about a connected host."""
+
+    address: str = Field(description="host:port as connected; empty for this machine.")
+    user: str = ""
+    via: list[str] = Field(default_factory=list, description="Jump hosts, in order.")
+    auth_key: str = Field("", description="The key that logged in, and where it came from.")
+    host_key_type: str = Field("", description="As `ssh-keygen -l` names it: ED25519, RSA...")
+    host_key_fingerprint: str = Field("", description="`SHA256:...`, in full.")
+    exec_latency_ms: float = 0.0
+    file_latency_ms: float = 0.0
+    file_access: FileAccess = Field(
+        "local", description="How files are read: locally, over SFTP, or by exec with POSIX tools."
+    )
+    warnings: list[str] = Field(default_factory=list)
 
 
 @runtime_checkable
@@ -87,6 +106,14 @@ class Host(Protocol):
         """Stat without following a final symlink; kind "missing" when absent."""
         ...
 
+    def describe(self) -> HostFacts:
+        """Connect if needed and report address, identity, keys and latency."""
+        ...
+
+    def transport(self) -> paramiko.Transport | None:
+        """The live SSH connection, for port forwards; None for a host that has none."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -111,7 +138,8 @@ def read_whole(
         if deadline is not None and time.monotonic() > deadline:
             raise HostError(
                 f"reading {path} took longer than {timeout:g} s after {offset} bytes; read a "
-                "smaller file, or raise [limits] timeout_s in sleuth.toml"
+                "smaller file, or raise [limits] timeout_s in sleuth.toml",
+                ErrorKind.TIMEOUT,
             )
     return b"".join(parts)
 
@@ -162,7 +190,9 @@ class LocalHost:
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
-            raise HostError(f"{argv[0]}: command not found on host {self.name!r}") from exc
+            raise HostError(
+                f"{argv[0]}: command not found on host {self.name!r}", ErrorKind.COMMAND_NOT_FOUND
+            ) from exc
         assert proc.stdout is not None and proc.stderr is not None
         out = _CappedReader(proc.stdout, max_bytes)
         err = _CappedReader(proc.stderr, STDERR_CAP)
@@ -203,12 +233,16 @@ class LocalHost:
                 fh.seek(offset)
                 return fh.read(length)
         except OSError as exc:
-            raise HostError(f"cannot read {path} on host {self.name!r}: {exc.strerror}") from exc
+            raise HostError(
+                f"cannot read {path} on host {self.name!r}: {exc.strerror}", os_error_kind(exc)
+            ) from exc
 
     def realpath(self, path: str) -> str:
         real = os.path.realpath(path)
         if not os.path.exists(real):
-            raise HostError(f"no such file or directory on host {self.name!r}: {path}")
+            raise HostError(
+                f"no such file or directory on host {self.name!r}: {path}", ErrorKind.NOT_FOUND
+            )
         return real
 
     def stat(self, path: str) -> StatResult:
@@ -217,8 +251,17 @@ class LocalHost:
         except FileNotFoundError:
             return StatResult(path=path, kind="missing")
         except OSError as exc:
-            raise HostError(f"cannot stat {path} on host {self.name!r}: {exc.strerror}") from exc
+            raise HostError(
+                f"cannot stat {path} on host {self.name!r}: {exc.strerror}", os_error_kind(exc)
+            ) from exc
         return StatResult(path=path, kind=kind_of(st.st_mode), size=st.st_size, mtime=st.st_mtime)
+
+    def describe(self) -> HostFacts:
+        """Nothing to resolve or verify: this machine has no address, key or link."""
+        return HostFacts(address="", file_access="local")
+
+    def transport(self) -> None:
+        return None
 
     def close(self) -> None:
         pass
@@ -230,6 +273,15 @@ def _kill_group(proc: subprocess.Popen[bytes], expired: threading.Event) -> None
         expired.set()
         with contextlib.suppress(ProcessLookupError):  # it ended between poll and kill
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def os_error_kind(exc: OSError) -> ErrorKind:
+    """The kind of a file error, from its class (never its text)."""
+    if isinstance(exc, FileNotFoundError):
+        return ErrorKind.NOT_FOUND
+    if isinstance(exc, PermissionError):
+        return ErrorKind.PERMISSION
+    return ErrorKind.HOST
 
 
 def kind_of(mode: int) -> PathKind:

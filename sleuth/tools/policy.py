@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sleuth.config import HostConfig, Limits
+from sleuth.tools.errors import ErrorKind
 from sleuth.tools.hosts import Host, HostError, RunResult
 from sleuth.tools.remote import SECRET_RUNNER, program, with_secrets
 from sleuth.tools.results import ToolError
@@ -21,6 +22,8 @@ from sleuth.tools.results import ToolError
 
 class PolicyError(ToolError):
     """The sandbox refused; the message says why and how to widen it if that is intended."""
+
+    default_kind = ErrorKind.POLICY
 
 
 class ApprovalRequest(BaseModel):
@@ -100,10 +103,10 @@ class SandboxedHost:
         except HostError as exc:
             # Refuse before revealing whether something outside the roots exists.
             if not self.contains(posixpath.normpath(joined)):
-                raise self._outside(path, joined) from exc
-            raise ToolError(str(exc)) from exc
+                raise self._outside(path, joined, True) from exc
+            raise ToolError(str(exc), exc.kind) from exc
         if not self.contains(real):
-            raise self._outside(path, real)
+            raise self._outside(path, real, self.host.stat(real).kind == "dir")
         return real
 
     def contains(self, real: str) -> bool:
@@ -115,9 +118,12 @@ class SandboxedHost:
     def _roots_text(self) -> str:
         return ", ".join(self.real_roots or self.config.roots) or "(no roots)"
 
-    def _outside(self, asked: str, real: str) -> PolicyError:
+    def _outside(self, asked: str, real: str, is_dir: bool) -> PolicyError:
+        """The refusal, with the one root that would allow exactly this path: the folder itself,
+        or the file's own folder; never a wider parent (not `/` for `/etc`). A path that does
+        not resolve is taken as the folder asked for."""
         shown = asked if asked == real else f"{asked} (resolves to {real})"
-        widened = [*self.config.roots, posixpath.dirname(real) or "/"]
+        widened = [*self.config.roots, real if is_dir else posixpath.dirname(real) or "/"]
         return PolicyError(
             f"{shown} is outside the roots of host {self.name!r}: {self._roots_text()}. "
             f"To allow it, set `roots = {widened!r}` under [hosts.{self.name}] in "

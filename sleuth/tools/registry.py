@@ -10,7 +10,9 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
 ```
 
 `execute` is the one way a tool runs: validate, check policy and approval,
-run, cap, and turn every failure into a `ToolResult` the model can act on.
+run, cap, and turn every failure into a `ToolResult` the model can act on. A failure
+carries its kind; an unexpected exception (a bug) is an `internal` result with its
+traceback, never an ordinary failure.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import time
+import traceback
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +30,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sleuth.config import Limits
-from sleuth.tools.hosts import HostError
+from sleuth.tools.errors import ErrorKind, HostError
 from sleuth.tools.policy import (
     ApprovalDecision,
     ApprovalRequest,
@@ -77,7 +80,8 @@ class ToolContext:
             known = ", ".join(sorted(self.hosts)) or "(none)"
             raise ToolError(
                 f"unknown host {name!r}; known hosts: {known}. Add [hosts.{name}] to sleuth.toml "
-                f"or pass --host {name}"
+                f"or pass --host {name}",
+                ErrorKind.UNKNOWN_HOST,
             ) from None
 
 
@@ -133,7 +137,10 @@ def all_tools() -> dict[str, Tool]:
 def get_tool(name: str) -> Tool:
     tools = all_tools()
     if name not in tools:
-        raise ToolError(f"unknown tool {name!r}; available: {', '.join(sorted(tools))}")
+        raise ToolError(
+            f"unknown tool {name!r}; available: {', '.join(sorted(tools))}",
+            ErrorKind.INVALID_INPUT,
+        )
     return tools[name]
 
 
@@ -147,11 +154,15 @@ def execute(ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
             _approve(ctx, spec, args)
         result = spec.fn(ctx, args)
     except ValidationError as exc:
-        result = ToolResult.failure(_validation_text(name, exc))
+        result = ToolResult.failure(_validation_text(name, exc), ErrorKind.INVALID_INPUT)
     except (ToolError, HostError) as exc:
-        result = ToolResult.failure(str(exc))
-    except Exception as exc:  # a bug in a tool must not end the investigation
-        result = ToolResult.failure(f"internal error in {name}: {type(exc).__name__}: {exc}")
+        result = ToolResult.failure(str(exc), exc.kind)
+    except Exception as exc:  # a bug in a tool must not end the investigation, nor hide
+        result = ToolResult.failure(
+            f"internal error in {name} (a bug in Sleuth): {type(exc).__name__}: {exc}",
+            ErrorKind.INTERNAL,
+            traceback=traceback.format_exc(),
+        )
     if not result.duration_s:
         result.duration_s = time.monotonic() - start
     return result
@@ -164,7 +175,10 @@ def _approve(ctx: ToolContext, spec: Tool, args: ToolInput) -> None:
     if ctx.on_approval:
         ctx.on_approval(request, decision)
     if not decision.approved:
-        raise PolicyError(f"{spec.name} on {args.host!r} was not approved: {decision.reason}")
+        raise PolicyError(
+            f"{spec.name} on {args.host!r} was not approved: {decision.reason}",
+            ErrorKind.NOT_APPROVED,
+        )
 
 
 def _validation_text(name: str, exc: ValidationError) -> str:

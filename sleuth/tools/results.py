@@ -6,9 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-
-class ToolError(Exception):
-    """A failure the model can act on: the message says what went wrong and what to do."""
+from sleuth.tools.errors import ErrorKind
+from sleuth.tools.errors import ToolError as ToolError  # its home for most callers
 
 
 class ToolResult(BaseModel):
@@ -18,6 +17,10 @@ class ToolResult(BaseModel):
     output: str = Field("", description="The text the model sees, capped, truncation marked.")
     data: Any = Field(None, description="Structured result, when the tool has one.")
     error: str | None = Field(None, description="What went wrong and what to do, when not ok.")
+    error_kind: ErrorKind | None = Field(None, description="What kind of failure, when not ok.")
+    traceback: str | None = Field(
+        None, description="For an internal error (a bug in Sleuth): where it was raised."
+    )
     argv: list[list[str]] = Field(default_factory=list, description="Commands run on the host.")
     exit_code: int | None = None
     bytes_cut: int = 0
@@ -25,8 +28,8 @@ class ToolResult(BaseModel):
     reconnected: bool = False
 
     @classmethod
-    def failure(cls, error: str, **meta: Any) -> ToolResult:
-        return cls(ok=False, output=f"error: {error}", error=error, **meta)
+    def failure(cls, error: str, kind: ErrorKind = ErrorKind.FAILED, **meta: Any) -> ToolResult:
+        return cls(ok=False, output=f"error: {error}", error=error, error_kind=kind, **meta)
 
 
 def truncation_notice(cut: int) -> str:
