@@ -238,7 +238,7 @@ class ScriptedAPI:
 
     def _next(self, body: Any) -> Turn | Fault:
         with self._lock:
-            index = len(self.requests) - 1
+            index = sum(r.body is not None for r in self.requests) - 1  # POSTs only
             if callable(self.script):
                 return self.script(body, index)
             if index >= len(self.script):

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx2  # the HTTP client the anthropic SDK ships with; no extra dependency
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
+from sleuth.agent.compact import family_tools, short_function
 from sleuth.agent.protocols import UNPARSED, Brain, BrainError, BrainReply, Message, Request
 from sleuth.config import Provider, Settings, ToolChoice
 from sleuth.transcripts.events import ContentBlock, ModelResponse, Retry, ToolSpec, Usage
@@ -246,7 +247,7 @@ class AnthropicBrain:
             max_retries=0,  # tenacity is the one retry layer; the SDK's would multiply it
             http_client=self._log.client(timeout_s),
         )
-        self.endpoint = str(self.client.base_url)
+        self.endpoint = str(self.client.base_url).rstrip("/")
 
     def body(self, request: Request, max_tokens: int | None = None) -> dict[str, Any]:
         """The exact request: breakpoints on the last tool, the system prompt and the tail."""
@@ -387,7 +388,7 @@ class OpenAIBrain:
         self.context_window = context_window
         # Prompt characters per token: a low guess (most tokenizers give 3-4 on this text)
         # until the server's usage on a real turn measures it.
-        self._chars_per_token = 2.5
+        self._chars_per_token = 3.0
         self._log = _AttemptLog()
         self.client = self._log.client(timeout_s)
         if key:
@@ -419,7 +420,11 @@ class OpenAIBrain:
             self.context_window = length
 
     def body(self, request: Request, max_tokens: int | None = None) -> dict[str, Any]:
-        tools = [_function(t, self.compact) for t in request.tools]
+        tools = (
+            [short_function(t) for t in family_tools(request.tools, request.question)]
+            if self.compact
+            else [_function(t) for t in request.tools]
+        )
         system = system_prompt(compact=True) if self.compact else request.system
         body: dict[str, Any] = {
             "model": self.model,
@@ -519,34 +524,15 @@ def _prompt_chars(body: Mapping[str, Any]) -> int:
     )
 
 
-def _function(tool: ToolSpec, compact: bool = False) -> dict[str, Any]:
+def _function(tool: ToolSpec) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {
             "name": tool.name,
-            "description": _first_sentence(tool.description) if compact else tool.description,
-            "parameters": _bare_schema(tool.input_schema) if compact else tool.input_schema,
+            "description": tool.description,
+            "parameters": tool.input_schema,
         },
     }
-
-
-def _first_sentence(text: str) -> str:
-    flat = " ".join(text.split())
-    end = flat.find(". ")
-    return flat if end < 0 else flat[: end + 1]
-
-
-def _bare_schema(schema: Any) -> Any:
-    """A JSON schema without its descriptions and titles: the compact prompt's tool shape."""
-    if isinstance(schema, dict):
-        return {
-            k: _bare_schema(v)
-            for k, v in schema.items()
-            if k not in ("description", "title", "examples")
-        }
-    if isinstance(schema, list):
-        return [_bare_schema(v) for v in schema]
-    return schema
 
 
 def to_chat_messages(messages: list[Message]) -> list[dict[str, Any]]:

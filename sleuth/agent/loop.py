@@ -112,6 +112,7 @@ class Investigation:
     findings: list[Finding] = field(default_factory=list)
     tool_data: dict[str, Any] = field(default_factory=dict)
     totals: Totals | None = None
+    question: str = ""
     workers: int = 8
     executor: Executor = execute
 
@@ -159,6 +160,7 @@ class Investigation:
             self.final_reason is not None,
             self.observer.retry,
             self.tool_data,
+            question=self.question,
             more_room=self.more_room,
             deadline=self.meter.deadline(),
             max_output=self.meter.output_left(),

@@ -41,6 +41,8 @@ class Request:
     """Called as each retry happens, so the view can show it before the turn ends."""
     tool_data: dict[str, Any] = field(default_factory=dict)
     """Each earlier call's structured result (ToolResult.data) by call id, for scripted brains."""
+    question: str = ""
+    """The person's question as asked, for brains that shape the request by it."""
     more_room: bool = False
     """The previous reply was cut off at its output-token limit: allow this one more (once)."""
     deadline: float | None = None

@@ -123,4 +123,5 @@ def start_investigation(
         budget=settings.budget,
         price=price,
         observer=observer or Quiet(),
+        question=question,
     )
