@@ -310,7 +310,9 @@ class ScriptedAPI:
                     return self.send(turn.status, json.dumps(error).encode(), turn.headers)
                 if stream and api.flavour == "anthropic":
                     return self.send(200, to_events(turn), {}, "text/event-stream")
-                payload = to_chat(turn) if api.flavour == "openai" else turn
+                # A turn that is already a chat completion (odd arguments, say) goes out as is.
+                raw = "choices" in turn
+                payload = to_chat(turn) if api.flavour == "openai" and not raw else turn
                 self.send(200, json.dumps(payload).encode(), {})
 
             def send(
