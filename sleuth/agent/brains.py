@@ -386,9 +386,6 @@ class OpenAIBrain:
         self.endpoint = url.rstrip("/")
         self.url = self.endpoint + "/chat/completions"
         self.context_window = context_window
-        # Prompt characters per token: a low guess (most tokenizers give 3-4 on this text)
-        # until the server's usage on a real turn measures it.
-        self._chars_per_token = 3.0
         self._log = _AttemptLog()
         self.client = self._log.client(timeout_s)
         if key:
@@ -469,8 +466,10 @@ class OpenAIBrain:
         return body
 
     def prompt_tokens(self, body: Mapping[str, Any]) -> int:
-        """An estimate on the high side of the prompt's tokens (the chat template adds some)."""
-        return math.ceil(_prompt_chars(body) / self._chars_per_token * 1.1) + 64
+        """An estimate on the high side of the prompt's tokens: tokenizers give 3.5-4.5
+        characters a token on this text, the chat template adds some. It depends on the
+        request alone, so a replayed conversation asks for the same max_tokens."""
+        return math.ceil(_prompt_chars(body) / CHARS_PER_TOKEN * 1.1) + 64
 
     def complete(self, request: Request) -> BrainReply:
         body = self.fit(request)
@@ -489,9 +488,6 @@ class OpenAIBrain:
             raise BrainError(
                 f"{self.url} answered without a chat completion: {exc!r}", kind="protocol"
             ) from exc
-        prompt = usage.input_tokens + usage.cache_read_tokens
-        if prompt > 0:
-            self._chars_per_token = max(1.0, _prompt_chars(body) / prompt)
         return BrainReply(
             response=response,
             usage=usage,
@@ -514,6 +510,7 @@ class OpenAIBrain:
         return data
 
 
+CHARS_PER_TOKEN = 3.0
 MIN_ROOM = 32
 """Fewer output tokens than this cannot hold a tool call: the context is full."""
 
