@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sleuth.agent.brains import OpenAIBrain, select_brain
-from sleuth.agent.protocols import BrainError
+from sleuth.agent.protocols import BrainError, Request
 from sleuth.agent.session import start_investigation
 from sleuth.config import Settings
 from sleuth.tools.registry import ToolContext
@@ -91,3 +91,15 @@ def test_select_brain_follows_the_flags_and_environment() -> None:
         select_brain(settings, base_url=url, env={})
     assert raised.value.kind == "usage"
     assert select_brain(settings, env={}).name == "playbook"
+
+
+def test_the_official_endpoint_gets_max_completion_tokens_and_others_max_tokens() -> None:
+    settings = Settings()
+    official = select_brain(settings, model="gpt-5", env={"OPENAI_API_KEY": "sk-test-0123456789"})
+    served = select_brain(settings, model="m", base_url="http://127.0.0.1:1/v1", env={})
+    request = Request("system", [{"role": "user", "content": "q"}], [])
+    assert isinstance(official, OpenAIBrain) and isinstance(served, OpenAIBrain)
+    assert official.endpoint == "https://api.openai.com/v1"
+    assert official.body(request)["max_completion_tokens"] == 4096
+    assert "max_tokens" not in official.body(request)
+    assert served.body(request)["max_tokens"] == 4096

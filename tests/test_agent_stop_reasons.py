@@ -16,6 +16,7 @@ from sleuth.agent.session import start_investigation
 from sleuth.config import Budget, Settings
 from sleuth.tools.registry import ToolContext
 from sleuth.transcripts.events import ErrorEvent, Event, ModelTurn, SessionEnded, ToolExecuted
+from sleuth.transcripts.render import render
 from sleuth.transcripts.store import load
 from sleuth.transcripts.verify import verify
 from tests.scripted_api import ScriptedAPI, finding, message, status, text, tool_use
@@ -157,6 +158,11 @@ def test_a_text_answer_without_a_grounded_finding_is_unsupported(
     assert result.answer == "Yes, MTP is declared."
     assert [f.grounded for f in result.findings] == [False]
     assert isinstance(events[-1], SessionEnded) and events[-1].status == "unsupported"
+    assert events[-1].summary.endswith(
+        "The model's answer, unsupported by evidence (no grounded finding):\nYes, MTP is declared."
+    )
+    html = render(events, "html")
+    assert "unsupported by evidence" in html and "Yes, MTP is declared." in html
 
 
 def test_a_large_max_tokens_streams_the_messages_api(ctx: ToolContext, tmp_path: Path) -> None:

@@ -386,6 +386,9 @@ class OpenAIBrain:
         self.endpoint = url.rstrip("/")
         self.url = self.endpoint + "/chat/completions"
         self.context_window = context_window
+        # OpenAI's own API refuses max_tokens for its current models (gpt-5, o-series) and wants
+        # max_completion_tokens; servers such as vLLM, SGLang and llama.cpp all take max_tokens.
+        self.limit_key = "max_completion_tokens" if self.endpoint == OPENAI_URL else "max_tokens"
         self._log = _AttemptLog()
         self.client = self._log.client(timeout_s)
         if key:
@@ -425,7 +428,7 @@ class OpenAIBrain:
         system = system_prompt(compact=True) if self.compact else request.system
         body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": max_tokens or self.max_tokens,
+            self.limit_key: max_tokens or self.max_tokens,
             **({"temperature": self.temperature} if self.temperature is not None else {}),
             "messages": [
                 {"role": "system", "content": system},
@@ -462,7 +465,7 @@ class OpenAIBrain:
                 "--max-model-len, SGLang --context-length)",
                 kind="context",
             )
-        body["max_tokens"] = min(limit, room)
+        body[self.limit_key] = min(limit, room)
         return body
 
     def prompt_tokens(self, body: Mapping[str, Any]) -> int:

@@ -82,6 +82,7 @@ class Unsupported(Stop):
     status = "unsupported"
 
 
+UNSUPPORTED_NOTE = "unsupported by evidence (no grounded finding)"
 CONTEXT_FULL = "the conversation fills the model's context window"
 CUT_WHERE = "cut_off"
 
@@ -146,6 +147,9 @@ class Investigation:
                 self._keep(call_id, finding)
             totals = self.meter.snapshot()
             summary = summarise(self.findings)
+            if status == "unsupported" and answer:
+                # Kept with the run, so show (text, md, html) tells it is no answer.
+                summary += f"\n\nThe model's answer, {UNSUPPORTED_NOTE}:\n{answer}"
             self.writer.append(SessionEnded(status=status, summary=summary, totals=totals))
             self.writer.close()
         return RunResult(status, answer, self.findings, totals, str(self.writer.path))

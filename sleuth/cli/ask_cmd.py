@@ -10,7 +10,7 @@ from rich.prompt import Confirm
 
 from sleuth.agent.brains import OpenAIBrain, describe_brain, select_brain
 from sleuth.agent.budget import price_or_refuse, untracked_cost_note
-from sleuth.agent.loop import RunResult
+from sleuth.agent.loop import UNSUPPORTED_NOTE, RunResult
 from sleuth.agent.protocols import BrainError, Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.agent.view import LiveView, findings_table
@@ -41,7 +41,6 @@ EXIT_FOR_STATUS = {
     "refused": EXIT_BUDGET,
     "unsupported": EXIT_BUDGET,
 }
-UNSUPPORTED = "unsupported by evidence"
 
 
 def register(app: typer.Typer) -> None:
@@ -220,9 +219,7 @@ def show(result: RunResult, brain: str, as_json: bool, cost_tracked: bool = True
         console.print(findings_table(result.findings))
     if result.answer:
         if not supported:
-            console.print(
-                f"[bold yellow]The model's answer, {UNSUPPORTED} (no grounded finding):[/]"
-            )
+            console.print(f"[bold yellow]The model's answer, {UNSUPPORTED_NOTE}:[/]")
         console.print(result.answer, markup=False, highlight=False)
     t = result.totals
     cost = f"${t.cost_usd:.4f}" if cost_tracked else "cost not tracked"
