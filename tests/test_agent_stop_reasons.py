@@ -220,3 +220,15 @@ def test_openai_finish_reasons_length_and_content_filter(
         assert api.bodies()[1]["messages"][3]["content"] == CUT_OFF_RESULT
     else:
         assert result.findings == [] and len(api.requests) == 1
+
+
+def test_a_model_cut_off_every_turn_ends_at_the_turn_budget(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    def always_cut(body: Any, index: int) -> Any:
+        return message(tool_use(f"toolu_{index}", "list_dir", path="."), stop_reason="max_tokens")
+
+    with ScriptedAPI(always_cut) as api:
+        result, events = investigate(anthropic_brain(api), ctx, tmp_path, Budget(max_turns=3))
+    assert result.status == "budget_exhausted" and "max_turns (3)" in result.answer
+    assert len(api.requests) == 4 and executed(events) == []

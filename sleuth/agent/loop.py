@@ -205,9 +205,7 @@ class Investigation:
             raise BudgetExhausted(self.final_reason)
         if stop == "model_context_window_exceeded":
             return self.finish(CONTEXT_FULL)
-        if stop == "pause_turn" or (cut and calls):
-            return None
-        if not calls:
+        if not calls and stop != "pause_turn":
             if any(f.grounded for f in self.findings):
                 raise Answered(text)
             raise Unsupported(text)
