@@ -11,6 +11,15 @@ timeout_s = 30
 
 [budget]
 max_turns = 30
+
+[brain]                              # optional: flags and environment win over these
+provider = "openai"                  # anthropic | openai | playbook
+model = "Qwen/Qwen3-8B"
+base_url = "http://gpu1:8000/v1"
+
+[prices."Qwen/Qwen3-8B"]             # USD per million tokens, for the cost budget
+input = 0.10
+output = 0.40
 ```
 """
 
@@ -20,6 +29,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -58,7 +68,8 @@ class Limits(_Strict):
 
 
 class Budget(_Strict):
-    """When an investigation must stop."""
+    """When an investigation must stop. A field set in sleuth.toml or by a flag is in
+    `model_fields_set`: a cost limit the user chose needs a priced model."""
 
     max_turns: int = 30
     max_tool_calls: int = 120
@@ -77,6 +88,27 @@ class ModelPrice(_Strict):
     cache_read: float = 0.0
 
 
+Provider = Literal["anthropic", "openai", "playbook"]
+ToolChoice = Literal["auto", "required", "none"]
+
+
+class BrainSettings(_Strict):
+    """Which brain answers and how it talks to its provider; flags and environment win."""
+
+    provider: Provider | None = None
+    """None picks by what is configured: an Anthropic key, else an OpenAI key or base URL, else
+    the offline playbook."""
+    model: str | None = None
+    base_url: str | None = None
+    """An OpenAI-compatible endpoint (http://gpu1:8000/v1); OPENAI_BASE_URL also sets it."""
+    max_tokens: int = Field(4096, ge=1)
+    """Output tokens per turn; fitted down to what an OpenAI-compatible server has room for."""
+    attempts: int = Field(3, ge=1, le=20)
+    """HTTP attempts per turn (the SDK's own retries are off), within the wall-time budget."""
+    tool_choice: ToolChoice | None = None
+    """OpenAI-compatible only: `required` asks for a call on the first turn and `auto` after."""
+
+
 DEFAULT_PRICES: dict[str, ModelPrice] = {
     "claude-sonnet-5-5": ModelPrice(input=2.0, output=10.0, cache_write=2.5, cache_read=0.20),
     "claude-sonnet-5": ModelPrice(input=2.0, output=10.0, cache_write=2.5, cache_read=0.20),
@@ -90,6 +122,7 @@ class Settings(_Strict):
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
     budget: Budget = Field(default_factory=Budget)
+    brain: BrainSettings = Field(default_factory=BrainSettings)
     prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
     known_hosts: str = "~/.config/sleuth/known_hosts"
     """Sleuth's own known_hosts file, consulted after ~/.ssh/known_hosts."""

@@ -11,7 +11,10 @@ A script is a list of turns (served in order, one per request) or a callable
 Fault: an HTTP status (with headers, e.g. retry-after), a connection reset,
 garbage JSON or a stall. Each fault takes one request. The OpenAI flavour
 serves the same Messages-shaped turns, converted to chat completions, so one
-script drives both brains. Every request is recorded with headers and body.
+script drives both brains, and answers `GET /v1/models` with `models` (as vLLM
+does, with `max_model_len`) when given. A Messages request with `"stream": true`
+is answered as server-sent events, as the real API streams. Every request is
+recorded with headers and body.
 """
 
 from __future__ import annotations
@@ -38,10 +41,12 @@ class Fault:
     seconds: float = 0.0
     then: Turn | None = None
     """For a stall: the turn served after it (None serves an error)."""
+    body: dict[str, Any] | None = None
+    """For a status: the JSON error body (default: the Messages API's error shape)."""
 
 
-def status(code: int, **headers: str) -> Fault:
-    return Fault("status", code, {k.replace("_", "-"): v for k, v in headers.items()})
+def status(code: int, body: dict[str, Any] | None = None, **headers: str) -> Fault:
+    return Fault("status", code, {k.replace("_", "-"): v for k, v in headers.items()}, body=body)
 
 
 RESET = Fault("reset")
@@ -90,7 +95,9 @@ def message(
     output_tokens: int = 20,
     cache_read: int = 0,
     cache_write: int = 0,
+    stop_reason: str | None = None,
 ) -> Turn:
+    """A Messages-API response; `stop_reason` defaults to tool_use or end_turn by its blocks."""
     uses_tools = any(b["type"] == "tool_use" for b in blocks)
     return {
         "id": f"msg_{next(_ids):06d}",
@@ -98,7 +105,7 @@ def message(
         "role": "assistant",
         "model": "claude-test",
         "content": list(blocks),
-        "stop_reason": "tool_use" if uses_tools else "end_turn",
+        "stop_reason": stop_reason or ("tool_use" if uses_tools else "end_turn"),
         "stop_sequence": None,
         "usage": {
             "input_tokens": input_tokens,
@@ -107,6 +114,14 @@ def message(
             "cache_creation_input_tokens": cache_write,
         },
     }
+
+
+FINISH = {
+    "tool_use": "tool_calls",
+    "end_turn": "stop",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
 
 
 def to_chat(turn: Turn) -> Turn:
@@ -130,9 +145,7 @@ def to_chat(turn: Turn) -> Turn:
         "id": f"chatcmpl-{turn['id']}",
         "object": "chat.completion",
         "model": "served-model",
-        "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": FINISH[turn["stop_reason"]]}],
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": usage["output_tokens"],
@@ -140,6 +153,43 @@ def to_chat(turn: Turn) -> Turn:
             "prompt_tokens_details": {"cached_tokens": usage["cache_read_input_tokens"]},
         },
     }
+
+
+def to_events(turn: Turn) -> bytes:
+    """A Messages-API response as the server-sent events of a streamed one."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    start = {**turn, "content": [], "stop_reason": None}
+    start["usage"] = {**turn["usage"], "output_tokens": 0}
+    events.append(("message_start", {"type": "message_start", "message": start}))
+    for i, block in enumerate(turn["content"]):
+        if block["type"] == "tool_use":
+            empty = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            empty = {**block, "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": empty},
+            )
+        )
+        events.append(
+            ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta})
+        )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": turn["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": turn["usage"]["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
 
 
 @dataclass
@@ -156,8 +206,13 @@ Script = list[Turn | Fault] | Callable[[Any, int], Turn | Fault]
 class ScriptedAPI:
     """A scripted model server on 127.0.0.1; `flavour` picks the wire format."""
 
-    def __init__(self, script: Script, flavour: Literal["anthropic", "openai"] = "anthropic"):
-        self.script, self.flavour = script, flavour
+    def __init__(
+        self,
+        script: Script,
+        flavour: Literal["anthropic", "openai"] = "anthropic",
+        models: list[dict[str, Any]] | None = None,
+    ):
+        self.script, self.flavour, self.models = script, flavour, models
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -183,7 +238,7 @@ class ScriptedAPI:
 
     def _next(self, body: Any) -> Turn | Fault:
         with self._lock:
-            index = len(self.requests) - 1
+            index = sum(r.body is not None for r in self.requests) - 1  # POSTs only
             if callable(self.script):
                 return self.script(body, index)
             if index >= len(self.script):
@@ -196,6 +251,21 @@ class ScriptedAPI:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                with api._lock:
+                    api.requests.append(
+                        Recorded(
+                            self.path,
+                            {k.lower(): v for k, v in self.headers.items()},
+                            None,
+                            time.monotonic(),
+                        )
+                    )
+                if self.path == "/v1/models" and api.models is not None:
+                    listing = {"object": "list", "data": api.models}
+                    return self.send(200, json.dumps(listing).encode(), {})
+                self.send(404, b'{"detail": "Not Found"}', {})
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length", "0")))
@@ -212,9 +282,10 @@ class ScriptedAPI:
                             time.monotonic(),
                         )
                     )
-                self.serve(api._next(body))
+                stream = isinstance(body, dict) and body.get("stream") is True
+                self.serve(api._next(body), stream)
 
-            def serve(self, turn: Turn | Fault) -> None:
+            def serve(self, turn: Turn | Fault, stream: bool = False) -> None:
                 if isinstance(turn, Fault):
                     if turn.kind == "reset":
                         # SO_LINGER 0 makes close() send RST: the client sees a reset.
@@ -226,24 +297,34 @@ class ScriptedAPI:
                         return
                     if turn.kind == "stall":
                         time.sleep(turn.seconds)
-                        return self.serve(turn.then or status(500))
+                        return self.serve(turn.then or status(500), stream)
                     if turn.kind == "garbage":
                         return self.send(200, b"{not json at all", {})
-                    error = {
+                    error = turn.body or {
                         "type": "error",
                         "error": {
                             "type": "overloaded_error" if turn.status == 529 else "api_error",
-                            "message": "scripted",
+                            "message": "Overloaded" if turn.status == 529 else "scripted",
                         },
                     }
                     return self.send(turn.status, json.dumps(error).encode(), turn.headers)
-                payload = to_chat(turn) if api.flavour == "openai" else turn
+                if stream and api.flavour == "anthropic":
+                    return self.send(200, to_events(turn), {}, "text/event-stream")
+                # A turn that is already a chat completion (odd arguments, say) goes out as is.
+                raw = "choices" in turn
+                payload = to_chat(turn) if api.flavour == "openai" and not raw else turn
                 self.send(200, json.dumps(payload).encode(), {})
 
-            def send(self, code: int, data: bytes, headers: dict[str, str]) -> None:
+            def send(
+                self,
+                code: int,
+                data: bytes,
+                headers: dict[str, str],
+                kind: str = "application/json",
+            ) -> None:
                 try:
                     self.send_response(code)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", kind)
                     self.send_header("content-length", str(len(data)))
                     for key, value in headers.items():
                         self.send_header(key, value)

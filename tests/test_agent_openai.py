@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sleuth.agent.brains import OpenAIBrain, select_brain
-from sleuth.agent.protocols import BrainError
+from sleuth.agent.protocols import BrainError, Request
 from sleuth.agent.session import start_investigation
 from sleuth.config import Settings
 from sleuth.tools.registry import ToolContext
@@ -20,8 +21,12 @@ from tests.test_agent_anthropic import ctx, read_config_then_report, workspace
 __all__ = ["ctx", "workspace"]
 
 
-def run_openai(api: ScriptedAPI, ctx: ToolContext, tmp_path: Path) -> tuple[object, list[object]]:
-    brain = OpenAIBrain("served-model", base_url=api.url, api_key="sk-test-openai-0123456789abcdef")
+def run_openai(
+    api: ScriptedAPI, ctx: ToolContext, tmp_path: Path, **brain_args: Any
+) -> tuple[Any, list[Any]]:
+    brain = OpenAIBrain(
+        "served-model", base_url=api.url, api_key="sk-test-openai-0123456789abcdef", **brain_args
+    )
     inv = start_investigation("Is MTP declared?", brain, ctx, Settings(), tmp_path / "t")
     result = inv.run()
     return result, list(load(Path(result.transcript)).events)
@@ -30,8 +35,8 @@ def run_openai(api: ScriptedAPI, ctx: ToolContext, tmp_path: Path) -> tuple[obje
 def test_tool_calls_round_trip_as_function_calls(ctx: ToolContext, tmp_path: Path) -> None:
     with ScriptedAPI(read_config_then_report(), flavour="openai") as api:
         result, _ = run_openai(api, ctx, tmp_path)
-    assert result.status == "answered"  # type: ignore[attr-defined]
-    assert [f.grounded for f in result.findings] == [True]  # type: ignore[attr-defined]
+    assert result.status == "answered"
+    assert [f.grounded for f in result.findings] == [True]
     first, second, third = api.bodies()
     assert api.requests[0].path == "/v1/chat/completions"
     assert api.requests[0].headers["authorization"] == "Bearer sk-test-openai-0123456789abcdef"
@@ -59,8 +64,8 @@ def test_tool_calls_round_trip_as_function_calls(ctx: ToolContext, tmp_path: Pat
 def test_retries_on_overload_rate_limit_and_reset(ctx: ToolContext, tmp_path: Path) -> None:
     script = [status(529), RESET, status(429, retry_after="1"), message(text("nothing"))]
     with ScriptedAPI(script, flavour="openai") as api:
-        result, events = run_openai(api, ctx, tmp_path)
-    assert result.status == "answered"  # type: ignore[attr-defined]
+        result, events = run_openai(api, ctx, tmp_path, attempts=4)
+    assert result.status == "unsupported"  # no finding was reported
     turn = next(e for e in events if isinstance(e, ModelTurn))
     assert [r.reason for r in turn.retries] == [
         "HTTP 529",
@@ -73,15 +78,28 @@ def test_retries_on_overload_rate_limit_and_reset(ctx: ToolContext, tmp_path: Pa
 def test_garbage_json_ends_the_run_with_a_clear_error(ctx: ToolContext, tmp_path: Path) -> None:
     with ScriptedAPI([GARBAGE], flavour="openai") as api:
         result, _ = run_openai(api, ctx, tmp_path)
-    assert result.status == "error"  # type: ignore[attr-defined]
-    assert "invalid JSON" in result.answer  # type: ignore[attr-defined]
+    assert result.status == "error"
+    assert "invalid JSON" in result.answer
 
 
 def test_select_brain_follows_the_flags_and_environment() -> None:
     settings = Settings()
-    chosen = select_brain(settings, "http://127.0.0.1:1/v1", "m", env={})
-    assert chosen.name == "openai"
-    assert select_brain(settings, None, None, env={"ANTHROPIC_API_KEY": "k"}).name == "anthropic"
-    with pytest.raises(BrainError, match="--model is required"):
-        select_brain(settings, "http://127.0.0.1:1/v1", None, env={})
-    assert select_brain(settings, None, None, env={}).name == "playbook"
+    url = "http://127.0.0.1:1/v1"
+    assert select_brain(settings, base_url=url, model="m", env={}).name == "openai"
+    assert select_brain(settings, env={"ANTHROPIC_API_KEY": "k"}).name == "anthropic"
+    with pytest.raises(BrainError, match="--model is required") as raised:
+        select_brain(settings, base_url=url, env={})
+    assert raised.value.kind == "usage"
+    assert select_brain(settings, env={}).name == "playbook"
+
+
+def test_the_official_endpoint_gets_max_completion_tokens_and_others_max_tokens() -> None:
+    settings = Settings()
+    official = select_brain(settings, model="gpt-5", env={"OPENAI_API_KEY": "sk-test-0123456789"})
+    served = select_brain(settings, model="m", base_url="http://127.0.0.1:1/v1", env={})
+    request = Request("system", [{"role": "user", "content": "q"}], [])
+    assert isinstance(official, OpenAIBrain) and isinstance(served, OpenAIBrain)
+    assert official.endpoint == "https://api.openai.com/v1"
+    assert official.body(request)["max_completion_tokens"] == 4096
+    assert "max_tokens" not in official.body(request)
+    assert served.body(request)["max_tokens"] == 4096

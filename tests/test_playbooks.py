@@ -143,7 +143,7 @@ def test_an_unroutable_question_lists_the_families(tmp_path: Path, deployment: P
     result = investigate(
         ToolContext(hosts={"local": sandbox}), "Is the moon made of cheese?", tmp_path
     )
-    assert result.status == "answered" and not result.findings
+    assert result.status == "unsupported" and not result.findings  # no grounded finding
     assert "cannot route" in result.answer and "ANTHROPIC_API_KEY" in result.answer
     assert "MTP heads" in result.answer and "serve and benchmark" in result.answer
     assert not calls(result)

@@ -1,14 +1,16 @@
 """Brains backed by a language model: Anthropic's Messages API and OpenAI-compatible chat.
 
 ```python
-brain = select_brain(settings, base_url=None, model=None)   # ANTHROPIC_API_KEY set
+brain = select_brain(settings, provider=None, model=None)   # ANTHROPIC_API_KEY set
 reply = brain.complete(Request(system, messages, tools))
 ```
 
-Both retry a turn on overload (529), rate limits (429), 5xx and dropped
-connections, honouring `retry-after`. Every HTTP attempt after the first is
-seen by an event hook on the HTTP client, so retries made inside the SDK show
-in the view and the transcript just like the ones made here.
+One retry layer: the SDK's own retries are off, and tenacity retries a turn on
+overload (529), rate limits (429), 408/409, other 5xx and dropped connections,
+honouring `retry-after`, for at most `attempts` requests and never past the
+wall-time budget. An event hook on the HTTP client sees every attempt, so each
+retry shows in the view and the transcript. A request that fails for good
+ends with the provider's own error message and the setting to change.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import copy
 import hashlib
 import inspect
 import json
+import math
 import os
 import sys
 import time
@@ -25,10 +28,11 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx2  # the HTTP client the anthropic SDK ships with; no extra dependency
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import RetryCallState, Retrying, retry_if_exception
 
-from sleuth.agent.protocols import Brain, BrainError, BrainReply, Message, Request
-from sleuth.config import Settings
+from sleuth.agent.compact import family_tools, short_function
+from sleuth.agent.protocols import UNPARSED, Brain, BrainError, BrainReply, Message, Request
+from sleuth.config import Provider, Settings, ToolChoice
 from sleuth.transcripts.events import ContentBlock, ModelResponse, Retry, ToolSpec, Usage
 from sleuth.transcripts.redact import register_secret
 
@@ -36,17 +40,21 @@ if TYPE_CHECKING:
     import anthropic
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-5-5"
+OPENAI_URL = "https://api.openai.com/v1"
 EPHEMERAL = {"type": "ephemeral"}
 MAX_RETRY_AFTER_S = 60.0
+MAX_OUTPUT_TOKENS = 64_000
+"""The most a raised per-turn limit asks for: the largest output current models allow."""
+COMPACT_BELOW = 16_384
+"""A served context (tokens) below this gets the compact prompt: the full one is ~6k tokens."""
 T = TypeVar("T")
 
 
-def system_prompt() -> str:
+def system_prompt(compact: bool = False) -> str:
     """The system prompt and the tool guidance, as shipped in sleuth/prompts/."""
     folder = resources.files("sleuth") / "prompts"
-    return "\n\n".join(
-        (folder / name).read_text(encoding="utf-8") for name in ("system.md", "tools.md")
-    )
+    names = ("compact.md",) if compact else ("system.md", "tools.md")
+    return "\n\n".join((folder / name).read_text(encoding="utf-8") for name in names)
 
 
 def request_hash(body: Mapping[str, Any]) -> str:
@@ -130,19 +138,77 @@ def _wait(state: RetryCallState) -> float:
         return 1.0
 
 
-def _with_retries(call: Callable[[], T], attempts: int, what: str) -> T:
-    retrying = Retrying(
-        retry=retry_if_exception(_retryable),
-        wait=_wait,
-        stop=stop_after_attempt(attempts),
-        reraise=True,
+def provider_message(exc: BaseException) -> str:
+    """The server's own words from an HTTP error's JSON body: Anthropic's and OpenAI's
+    `{"error": {"message": ...}}`, vLLM's and SGLang's `{"message": ...}`; else the body text."""
+    response = getattr(exc, "response", None)
+    if response is None:
+        return str(exc) or type(exc).__name__
+    try:
+        body = response.json()
+    except (ValueError, httpx2.HTTPError):
+        return response.text.strip()[:500] if hasattr(response, "text") else str(exc)
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+        if isinstance(body.get("detail"), str):
+            return str(body["detail"])
+    return json.dumps(body)[:500]
+
+
+def _advice(status: int | None, key_var: str) -> str:
+    """The setting to change for an HTTP status, said for a person."""
+    if status in (400, 413, 422):
+        return (
+            "Fix: check --model and --max-tokens (or [brain] in sleuth.toml) against the "
+            "server's limits (vLLM --max-model-len, SGLang --context-length)."
+        )
+    if status in (401, 403):
+        return f"Fix: check {key_var}: the server did not accept it."
+    if status == 404:
+        return "Fix: check --base-url (it ends in /v1 for OpenAI-compatible servers) and --model."
+    return (
+        "Fix: the server is overloaded or failing; try again later, or raise [brain] attempts "
+        "in sleuth.toml."
     )
+
+
+def _with_retries(
+    call: Callable[[], T], attempts: int, deadline: float | None, what: str, key_var: str
+) -> T:
+    def stop(state: RetryCallState) -> bool:
+        if state.attempt_number >= attempts:
+            return True
+        # The wall-time budget bounds retries too: no wait that would end past it.
+        return deadline is not None and time.monotonic() + state.upcoming_sleep >= deadline
+
+    retrying = Retrying(retry=retry_if_exception(_retryable), wait=_wait, stop=stop, reraise=True)
     try:
         return retrying(call)
     except (_sdk_errors()[0], httpx2.HTTPError) as exc:
         status = _status(exc)
+        tries = retrying.statistics.get("attempt_number", 1)
         why = f"HTTP {status}" if status else type(exc).__name__
-        raise BrainError(f"{what} failed after retries ({why}): {exc}") from exc
+        raise BrainError(
+            f"{what} failed after {tries} attempt{'s' if tries != 1 else ''} ({why}): "
+            f"{provider_message(exc)}. {_advice(status, key_var)}"
+        ) from exc
+
+
+def _raised_limit(base: int, request: Request, ceiling: int) -> int:
+    """This turn's output-token limit: doubled (once) after a cut-off reply, within the
+    model's ceiling and what the output budget has left, never below the usual limit."""
+    if not request.more_room:
+        return base
+    raised = min(base * 2, max(base, ceiling))
+    if request.max_output is not None:
+        raised = min(raised, max(base, request.max_output))
+    return raised
 
 
 class AnthropicBrain:
@@ -158,30 +224,32 @@ class AnthropicBrain:
         base_url: str | None = None,
         max_tokens: int = 4096,
         temperature: float | None = None,
-        sdk_retries: int = 2,
         attempts: int = 3,
         timeout_s: float = 300.0,
     ) -> None:
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
             raise BrainError(
-                "ANTHROPIC_API_KEY is not set; export it or pass --base-url for an "
-                "OpenAI-compatible endpoint"
+                "ANTHROPIC_API_KEY is not set; export it, or pick another brain with "
+                "--provider openai|playbook",
+                kind="usage",
             )
         register_secret(key)
         import anthropic
 
         self.model, self.max_tokens, self.temperature = model, max_tokens, temperature
         self.attempts = attempts
+        self.context_window: int | None = None
         self._log = _AttemptLog()
         self.client = anthropic.Anthropic(
             api_key=key,
             base_url=base_url,
-            max_retries=sdk_retries,
+            max_retries=0,  # tenacity is the one retry layer; the SDK's would multiply it
             http_client=self._log.client(timeout_s),
         )
+        self.endpoint = str(self.client.base_url).rstrip("/")
 
-    def body(self, request: Request) -> dict[str, Any]:
+    def body(self, request: Request, max_tokens: int | None = None) -> dict[str, Any]:
         """The exact request: breakpoints on the last tool, the system prompt and the tail."""
         tools: list[dict[str, Any]] = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
@@ -191,28 +259,38 @@ class AnthropicBrain:
             tools[-1]["cache_control"] = EPHEMERAL
         return {
             "model": self.model,
-            "max_tokens": self.max_tokens,
+            "max_tokens": max_tokens or self.max_tokens,
             **({"temperature": self.temperature} if self.temperature is not None else {}),
             "system": [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}],
             "tools": tools,
             "messages": _tail_breakpoint(request.messages),
         }
 
+    def needs_streaming(self, max_tokens: int) -> bool:
+        """The SDK refuses a non-streaming request it expects to run past 10 minutes (by
+        max_tokens, and per model); its own rule decides, so the two never disagree."""
+        from anthropic._constants import MODEL_NONSTREAMING_TOKENS
+
+        try:
+            self.client._calculate_nonstreaming_timeout(
+                max_tokens, MODEL_NONSTREAMING_TOKENS.get(self.model)
+            )
+        except ValueError:
+            return True
+        return False
+
     def complete(self, request: Request) -> BrainReply:
-        body = self.body(request)
+        body = self.body(request, _raised_limit(self.max_tokens, request, MAX_OUTPUT_TOKENS))
+        stream = self.needs_streaming(body["max_tokens"])
         self._log.begin(request.on_retry)
         start = time.monotonic()
-        try:
-            message = _with_retries(
-                lambda: self._send(body),
-                self.attempts,
-                f"Anthropic Messages API at {self.client.base_url}",
-            )
-        except ValueError as exc:
-            raise BrainError(
-                f"{self.client.base_url} answered with something that is not a Messages API "
-                f"response ({exc}); check ANTHROPIC_BASE_URL"
-            ) from exc
+        message = _with_retries(
+            lambda: self._send(body, stream),
+            self.attempts,
+            request.deadline,
+            f"Anthropic Messages API at {self.endpoint}",
+            "ANTHROPIC_API_KEY",
+        )
         usage = message.usage
         return BrainReply(
             response=ModelResponse(
@@ -235,15 +313,27 @@ class AnthropicBrain:
             request_hash=request_hash(body),
         )
 
-    def _send(self, body: dict[str, Any]) -> anthropic.types.Message:
+    def _send(self, body: dict[str, Any], stream: bool) -> anthropic.types.Message:
+        method = self.client.messages.stream if stream else self.client.messages.create
         # Fields this SDK release has no parameter for (temperature, in some) go in extra_body,
         # so the wire request is the same whichever release is installed.
-        known = inspect.signature(self.client.messages.create).parameters
+        known = inspect.signature(method).parameters
         extra = {k: v for k, v in body.items() if k not in known}
         params = {k: v for k, v in body.items() if k in known}
-        message: anthropic.types.Message = self.client.messages.create(
-            **params, extra_body=extra or None
-        )
+        try:
+            if stream:
+                with self.client.messages.stream(**params, extra_body=extra or None) as events:
+                    final: anthropic.types.Message = events.get_final_message()
+                    return final
+            message: anthropic.types.Message = self.client.messages.create(
+                **params, extra_body=extra or None
+            )
+        except ValueError as exc:  # the SDK's parse of a body that is not a Messages response
+            raise BrainError(
+                f"{self.endpoint} answered with something that is not a Messages API "
+                f"response ({exc}); check ANTHROPIC_BASE_URL",
+                kind="protocol",
+            ) from exc
         return message
 
 
@@ -265,7 +355,12 @@ def _tail_breakpoint(messages: list[Message]) -> list[Message]:
 
 
 class OpenAIBrain:
-    """Any OpenAI-compatible /chat/completions endpoint with function calling."""
+    """Any OpenAI-compatible /chat/completions endpoint with function calling.
+
+    `probe()` reads the server's `/models`: a model it does not serve is a usage error, and the
+    served context (`max_model_len` on vLLM and SGLang) fits each request's `max_tokens` and
+    picks the compact prompt when the context is small.
+    """
 
     name = "openai"
 
@@ -277,41 +372,125 @@ class OpenAIBrain:
         api_key: str | None = None,
         max_tokens: int = 4096,
         temperature: float | None = None,
-        attempts: int = 5,
+        attempts: int = 3,
         timeout_s: float = 300.0,
+        tool_choice: ToolChoice | None = None,
+        context_window: int | None = None,
     ) -> None:
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if key:
             register_secret(key)
         self.model, self.max_tokens, self.temperature = model, max_tokens, temperature
-        self.attempts, self.url = attempts, url.rstrip("/") + "/chat/completions"
+        self.attempts, self.tool_choice = attempts, tool_choice
+        self.endpoint = url.rstrip("/")
+        self.url = self.endpoint + "/chat/completions"
+        self.context_window = context_window
+        # OpenAI's own API refuses max_tokens for its current models (gpt-5, o-series) and wants
+        # max_completion_tokens; servers such as vLLM, SGLang and llama.cpp all take max_tokens.
+        self.limit_key = "max_completion_tokens" if self.endpoint == OPENAI_URL else "max_tokens"
         self._log = _AttemptLog()
         self.client = self._log.client(timeout_s)
         if key:
             self.client.headers["authorization"] = f"Bearer {key}"
 
-    def body(self, request: Request) -> dict[str, Any]:
-        return {
+    @property
+    def compact(self) -> bool:
+        return self.context_window is not None and self.context_window < COMPACT_BELOW
+
+    def probe(self, timeout_s: float = 10.0) -> None:
+        """Read `/models` once. An unreachable server is left to the first turn, which retries
+        and then says why; a list without this model is an error before any turn."""
+        try:
+            response = self.client.get(self.endpoint + "/models", timeout=timeout_s)
+            listed = response.json()["data"] if response.status_code == 200 else []
+        except (httpx2.HTTPError, ValueError, KeyError, TypeError):
+            return
+        entries = [m for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        mine = next((m for m in entries if m["id"] == self.model), None)
+        if mine is None and entries:
+            names = ", ".join(m["id"] for m in entries[:10])
+            raise BrainError(
+                f"{self.endpoint} does not serve model {self.model!r}; it serves: {names}. "
+                "Pass --model with one of these (or point --base-url at the server that has it)",
+                kind="usage",
+            )
+        length = (mine or {}).get("max_model_len")
+        if isinstance(length, int) and length > 0:
+            self.context_window = length
+
+    def body(self, request: Request, max_tokens: int | None = None) -> dict[str, Any]:
+        tools = (
+            [short_function(t) for t in family_tools(request.tools, request.question)]
+            if self.compact
+            else [_function(t) for t in request.tools]
+        )
+        system = system_prompt(compact=True) if self.compact else request.system
+        body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
+            self.limit_key: max_tokens or self.max_tokens,
             **({"temperature": self.temperature} if self.temperature is not None else {}),
             "messages": [
-                {"role": "system", "content": request.system},
+                {"role": "system", "content": system},
                 *to_chat_messages(request.messages),
             ],
-            "tools": [_function(t) for t in request.tools],
+            "tools": tools,
         }
+        choice = self._tool_choice(request)
+        if choice and tools:
+            body["tool_choice"] = choice
+        return body
+
+    def _tool_choice(self, request: Request) -> ToolChoice | None:
+        """`required` holds on the first turn only, so a small model starts by looking, and
+        can still end with a plain answer later."""
+        if self.tool_choice != "required":
+            return self.tool_choice
+        first = not any(m["role"] == "assistant" for m in request.messages)
+        return "required" if first else "auto"
+
+    def fit(self, request: Request) -> dict[str, Any]:
+        """The request body with max_tokens fitted to the room the served context leaves."""
+        limit = _raised_limit(self.max_tokens, request, MAX_OUTPUT_TOKENS)
+        body = self.body(request, limit)
+        if self.context_window is None:
+            return body
+        prompt = self.prompt_tokens(body)
+        room = self.context_window - prompt
+        if room < MIN_ROOM:
+            raise BrainError(
+                f"the conversation (about {prompt:,} tokens) no longer leaves room to answer in "
+                f"the {self.context_window:,}-token context {self.endpoint} serves for "
+                f"{self.model}. Fix: serve the model with a larger context (vLLM "
+                "--max-model-len, SGLang --context-length)",
+                kind="context",
+            )
+        body[self.limit_key] = min(limit, room)
+        return body
+
+    def prompt_tokens(self, body: Mapping[str, Any]) -> int:
+        """An estimate on the high side of the prompt's tokens: tokenizers give 3.5-4.5
+        characters a token on this text, the chat template adds some. It depends on the
+        request alone, so a replayed conversation asks for the same max_tokens."""
+        return math.ceil(_prompt_chars(body) / CHARS_PER_TOKEN * 1.1) + 64
 
     def complete(self, request: Request) -> BrainReply:
-        body = self.body(request)
+        body = self.fit(request)
         self._log.begin(request.on_retry)
         start = time.monotonic()
-        data = _with_retries(lambda: self._post(body), self.attempts, f"POST {self.url}")
+        data = _with_retries(
+            lambda: self._post(body),
+            self.attempts,
+            request.deadline,
+            f"POST {self.url}",
+            "OPENAI_API_KEY",
+        )
         try:
             response, usage = from_chat_completion(data)
         except (KeyError, IndexError, TypeError) as exc:
-            raise BrainError(f"{self.url} answered without a chat completion: {exc!r}") from exc
+            raise BrainError(
+                f"{self.url} answered without a chat completion: {exc!r}", kind="protocol"
+            ) from exc
         return BrainReply(
             response=response,
             usage=usage,
@@ -327,11 +506,22 @@ class OpenAIBrain:
             data = response.json()
         except ValueError as exc:
             raise BrainError(
-                f"{self.url} answered with invalid JSON: {response.text[:200]!r}"
+                f"{self.url} answered with invalid JSON: {response.text[:200]!r}", kind="protocol"
             ) from exc
         if not isinstance(data, dict):
-            raise BrainError(f"{self.url} answered with JSON that is not an object")
+            raise BrainError(f"{self.url} answered with JSON that is not an object", "protocol")
         return data
+
+
+CHARS_PER_TOKEN = 3.0
+MIN_ROOM = 32
+"""Fewer output tokens than this cannot hold a tool call: the context is full."""
+
+
+def _prompt_chars(body: Mapping[str, Any]) -> int:
+    return len(json.dumps(body["messages"], ensure_ascii=False)) + len(
+        json.dumps(body.get("tools") or [], ensure_ascii=False)
+    )
 
 
 def _function(tool: ToolSpec) -> dict[str, Any]:
@@ -360,7 +550,12 @@ def to_chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
                 {
                     "id": b["id"],
                     "type": "function",
-                    "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
+                    "function": {
+                        "name": b["name"],
+                        "arguments": b["input"][UNPARSED]
+                        if set(b["input"]) == {UNPARSED}
+                        else json.dumps(b["input"]),
+                    },
                 }
                 for b in blocks
                 if b["type"] == "tool_use"
@@ -383,33 +578,47 @@ def to_chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-_STOP = {"tool_calls": "tool_use", "stop": "end_turn", "length": "max_tokens"}
+# finish_reason -> the Messages API's stop_reason, so the loop handles one vocabulary.
+_STOP = {
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
 
 
 def from_chat_completion(data: dict[str, Any]) -> tuple[ModelResponse, Usage]:
     choice = data["choices"][0]
     message = choice["message"]
     content = [ContentBlock(type="text", text=message["content"])] if message.get("content") else []
-    for call in message.get("tool_calls") or []:
-        raw = call["function"].get("arguments") or "{}"
+    for i, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") or {}
+        raw = function.get("arguments")
         try:
-            args = json.loads(raw)
+            args = json.loads(raw) if isinstance(raw, str) and raw.strip() else raw or {}
         except ValueError:
             args = None
         if not isinstance(args, dict):
-            # Passed on as-is so the tool's validation tells the model what was wrong.
-            args = {"unparsed_arguments": raw}
+            # Kept as sent, so the loop can tell the model its arguments were not a JSON object.
+            args = {UNPARSED: raw if isinstance(raw, str) else json.dumps(raw)}
         content.append(
-            ContentBlock(type="tool_use", id=call["id"], name=call["function"]["name"], input=args)
+            ContentBlock(
+                type="tool_use",
+                id=str(call.get("id") or f"call_{i}"),
+                name=str(function.get("name") or ""),
+                input=args,
+            )
         )
+    reason = choice.get("finish_reason") or ""
+    stop = _STOP.get(reason, reason or None)
+    # Servers differ on the reason for a turn with calls under tool_choice=required ("stop").
+    if stop == "end_turn" and any(b.type == "tool_use" for b in content):
+        stop = "tool_use"
     usage = data.get("usage") or {}
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     return (
-        ModelResponse(
-            content=content,
-            stop_reason=_STOP.get(choice.get("finish_reason") or "", choice.get("finish_reason")),
-            model=data.get("model"),
-        ),
+        ModelResponse(content=content, stop_reason=stop, model=data.get("model")),
         Usage(
             input_tokens=(usage.get("prompt_tokens") or 0) - cached,
             output_tokens=usage.get("completion_tokens") or 0,
@@ -420,34 +629,108 @@ def from_chat_completion(data: dict[str, Any]) -> tuple[ModelResponse, Usage]:
 
 def select_brain(
     settings: Settings,
-    base_url: str | None = None,
-    model: str | None = None,
     *,
-    max_tokens: int = 4096,
+    provider: Provider | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    max_tokens: int | None = None,
+    tool_choice: ToolChoice | None = None,
     temperature: float | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Brain:
-    """--base-url picks the OpenAI-compatible brain; else ANTHROPIC_API_KEY picks Claude.
+    """The brain the flags, sleuth.toml's [brain] and the environment name, in that order.
 
-    With neither, `offline_brain` answers: the playbook brain's hook.
+    Without a provider: an Anthropic key picks anthropic, an OpenAI key or base URL picks
+    openai (the official endpoint unless a base URL is given), neither picks the offline
+    playbook. A model that no configured provider can serve is a usage error, never a quiet
+    fall back to the playbook. Makes no request: `OpenAIBrain.probe()` is the first.
     """
     env = os.environ if env is None else env
-    if base_url or (env.get("OPENAI_BASE_URL") and not env.get("ANTHROPIC_API_KEY")):
-        if not model:
+    cfg = settings.brain
+    model = model or cfg.model
+    url = base_url or cfg.base_url or env.get("OPENAI_BASE_URL")
+    anthropic_key = env.get("ANTHROPIC_API_KEY")
+    openai_ready = bool(url or env.get("OPENAI_API_KEY"))
+    provider = provider or cfg.provider or _infer(model, anthropic_key, openai_ready, env)
+    limit = max_tokens or cfg.max_tokens
+    if provider == "playbook":
+        if model:
             raise BrainError(
-                "--model is required with --base-url: name the model the endpoint "
-                "serves (e.g. --model Qwen/Qwen3-8B)"
+                f"--model {model}: the playbook brain uses no language model. Drop --model, or "
+                "pick --provider anthropic|openai",
+                kind="usage",
             )
-        return OpenAIBrain(model, base_url=base_url, max_tokens=max_tokens, temperature=temperature)
-    if env.get("ANTHROPIC_API_KEY"):
+        return offline_brain(settings)
+    if provider == "anthropic":
         return AnthropicBrain(
             model or DEFAULT_ANTHROPIC_MODEL,
-            api_key=env["ANTHROPIC_API_KEY"],
+            api_key=anthropic_key,
             base_url=env.get("ANTHROPIC_BASE_URL"),
-            max_tokens=max_tokens,
+            max_tokens=limit,
             temperature=temperature,
+            attempts=cfg.attempts,
         )
-    return offline_brain(settings)
+    if not openai_ready:
+        raise BrainError(
+            "the openai brain needs OPENAI_API_KEY (for the official endpoint) or an "
+            "OpenAI-compatible server: --base-url http://HOST:PORT/v1 or OPENAI_BASE_URL",
+            kind="usage",
+        )
+    if not model:
+        raise BrainError(
+            "--model is required for an OpenAI-compatible endpoint: name the model it serves "
+            "(e.g. --model Qwen/Qwen3-8B; `curl BASE_URL/models` lists them)",
+            kind="usage",
+        )
+    return OpenAIBrain(
+        model,
+        base_url=url,
+        api_key=env.get("OPENAI_API_KEY"),
+        max_tokens=limit,
+        temperature=temperature,
+        attempts=cfg.attempts,
+        tool_choice=tool_choice or cfg.tool_choice,
+    )
+
+
+def _infer(
+    model: str | None, anthropic_key: str | None, openai_ready: bool, env: Mapping[str, str]
+) -> Provider:
+    if model is None:
+        return "anthropic" if anthropic_key else "openai" if openai_ready else "playbook"
+    # Anthropic's own endpoint serves only Claude; a gateway at ANTHROPIC_BASE_URL may serve more.
+    anthropic_serves = bool(anthropic_key) and (
+        model.startswith("claude") or bool(env.get("ANTHROPIC_BASE_URL"))
+    )
+    if anthropic_serves and not (openai_ready and not model.startswith("claude")):
+        return "anthropic"
+    if openai_ready:
+        return "openai"
+    configured = (
+        "ANTHROPIC_API_KEY is set, and Anthropic serves claude-* models"
+        if anthropic_key
+        else "no model provider is configured"
+    )
+    raise BrainError(
+        f"--model {model}: {configured}. Export OPENAI_API_KEY or pass --base-url "
+        "http://HOST:PORT/v1 for an OpenAI-compatible server (or ANTHROPIC_API_KEY for a "
+        "Claude model)",
+        kind="usage",
+    )
+
+
+def describe_brain(brain: Brain) -> str:
+    """The first status line: brain, model and endpoint (and the served context, if known)."""
+    endpoint = getattr(brain, "endpoint", None)
+    if brain.model is None:
+        return f"brain {brain.name} (offline, no language model)"
+    line = f"brain {brain.name} · model {brain.model} · endpoint {endpoint or '(none)'}"
+    context = getattr(brain, "context_window", None)
+    if context:
+        line += f" · context {context:,} tokens"
+    if getattr(brain, "compact", False):
+        line += " (compact prompt)"
+    return line
 
 
 def offline_brain(settings: Settings) -> Brain:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sleuth.config import Budget, ModelPrice
+from sleuth.config import Budget, ConfigError, ModelPrice, Settings
 from sleuth.transcripts.events import Totals, Usage
 
 
@@ -16,6 +16,34 @@ def price_for(model: str | None, prices: dict[str, ModelPrice]) -> ModelPrice | 
         return prices[model]
     matches = [name for name in prices if model.startswith(name)]
     return prices[max(matches, key=len)] if matches else None
+
+
+def price_or_refuse(model: str | None, settings: Settings) -> ModelPrice | None:
+    """The model's price; None when it has none and no cost limit depends on one.
+
+    A cost budget the user set (flag or sleuth.toml) cannot be kept without a price, so an
+    unpriced model with one is a usage error raised before any request. The built-in default
+    budget does not count: a local model then runs with its cost untracked (and said so).
+    """
+    price = price_for(model, settings.prices)
+    if model and price is None and "max_cost_usd" in settings.budget.model_fields_set:
+        raise ConfigError(
+            f"a cost budget (max_cost_usd ${settings.budget.max_cost_usd:.2f}) was set, but model "
+            f"{model!r} has no price, so its cost cannot be counted. Give one in sleuth.toml "
+            f'([prices."{model}"] input = ..., output = ..., USD per million tokens) or with '
+            "--price-input/--price-output, or drop the cost limit"
+        )
+    return price
+
+
+def untracked_cost_note(model: str | None, price: ModelPrice | None) -> str | None:
+    """Said once at the start of a run whose model has no price."""
+    if model is None or price is not None:
+        return None
+    return (
+        f"cost is not tracked for model {model!r}: it has no price (add "
+        f'[prices."{model}"] to sleuth.toml to count it)'
+    )
 
 
 def cost_of(usage: Usage, price: ModelPrice | None) -> float:
@@ -57,6 +85,13 @@ class Meter:
 
     def add_tool_calls(self, n: int) -> None:
         self.totals.tool_calls += n
+
+    def deadline(self) -> float:
+        """time.monotonic() at which the wall-time budget is spent."""
+        return self._started + self.budget.max_wall_s
+
+    def output_left(self) -> int:
+        return max(0, self.budget.max_output_tokens - self.totals.output_tokens)
 
     def snapshot(self) -> Totals:
         self.totals.wall_s = time.monotonic() - self._started

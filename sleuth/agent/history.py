@@ -24,6 +24,13 @@ from sleuth.transcripts.events import (
 
 Message = dict[str, Any]
 BUDGET_WHERE = "budget"
+CUT_OFF = ("max_tokens", "model_context_window_exceeded")
+"""Stop reasons that cut a reply short: its tool calls may be half-written and never run."""
+CUT_OFF_RESULT = (
+    "not run: your reply was cut off at its token limit while this call was being written, so "
+    "its input may be incomplete. The next turn has more room: repeat the call if you still "
+    "need it, or make it smaller."
+)
 
 
 def opening_message(question: str, hosts: Sequence[HostInfo]) -> Message:
@@ -67,13 +74,17 @@ def messages_from_events(events: Sequence[Event]) -> list[Message]:
         if not isinstance(event, ModelTurn):
             continue
         calls = [b.id or "" for b in event.response.content if b.type == "tool_use"]
-        if any(c not in results for c in calls):
+        cut = event.response.stop_reason in CUT_OFF
+        if not cut and any(c not in results for c in calls):
             break
         messages.append(assistant_message(event.response.content))
         if not calls:
             continue
         blocks: list[dict[str, Any]] = [
-            tool_result_block(c, results[c].output, not results[c].ok) for c in calls
+            tool_result_block(c, CUT_OFF_RESULT, True)
+            if cut
+            else tool_result_block(c, results[c].output, not results[c].ok)
+            for c in calls
         ]
         if notices and _budget_notice_follows(events, i):
             blocks.append({"type": "text", "text": budget_notice(notices[0])})

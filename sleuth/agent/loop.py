@@ -6,8 +6,15 @@ result = inv.run()          # -> RunResult(status="answered", findings=[...])
 ```
 
 Every step is appended to the transcript as it happens. The unusual ends of a
-run (an answer, a spent budget, a brain that gives up) are exceptions that
-carry their status, mini-swe-agent style.
+run (an answer, a spent budget, a refusal, a brain that gives up) are
+exceptions that carry their status, mini-swe-agent style.
+
+Stop reasons, in the Messages API's words (the OpenAI brain maps its own):
+`tool_use` runs the calls; `end_turn` / `stop_sequence` end the run, `answered`
+only with a grounded finding, else `unsupported`; `refusal` ends it `refused`;
+`max_tokens` and `model_context_window_exceeded` cut a reply short, so its calls
+are answered "not run" and never executed, the next turn gets more room, and a
+full context takes the final-report path; `pause_turn` asks for the next turn.
 """
 
 from __future__ import annotations
@@ -20,8 +27,15 @@ from typing import Any
 
 from sleuth.agent.budget import Meter
 from sleuth.agent.findings import REPORT_FINDING, Grounder, summarise
-from sleuth.agent.history import BUDGET_WHERE, assistant_message, budget_notice, tool_result_block
-from sleuth.agent.protocols import Brain, BrainError, Message, Observer, Quiet, Request
+from sleuth.agent.history import (
+    BUDGET_WHERE,
+    CUT_OFF,
+    CUT_OFF_RESULT,
+    assistant_message,
+    budget_notice,
+    tool_result_block,
+)
+from sleuth.agent.protocols import UNPARSED, Brain, BrainError, Message, Observer, Quiet, Request
 from sleuth.config import Budget, ModelPrice
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest
 from sleuth.tools.registry import ToolContext, execute
@@ -58,6 +72,21 @@ class BudgetExhausted(Stop):
     status = "budget_exhausted"
 
 
+class Refused(Stop):
+    status = "refused"
+
+
+class Unsupported(Stop):
+    """The model ended without a grounded finding: its text is not an answer."""
+
+    status = "unsupported"
+
+
+UNSUPPORTED_NOTE = "unsupported by evidence (no grounded finding)"
+CONTEXT_FULL = "the conversation fills the model's context window"
+CUT_WHERE = "cut_off"
+
+
 @dataclass
 class RunResult:
     status: SessionStatus
@@ -84,12 +113,14 @@ class Investigation:
     findings: list[Finding] = field(default_factory=list)
     tool_data: dict[str, Any] = field(default_factory=dict)
     totals: Totals | None = None
+    question: str = ""
     workers: int = 8
     executor: Executor = execute
 
     def __post_init__(self) -> None:
         self.meter = Meter(self.budget, self.price, self.totals)
         self.final_reason: str | None = None
+        self.more_room = False
         self._call = threading.local()
         self._chained_approval = self.ctx.on_approval
         self.ctx.on_approval = self._approval
@@ -116,6 +147,9 @@ class Investigation:
                 self._keep(call_id, finding)
             totals = self.meter.snapshot()
             summary = summarise(self.findings)
+            if status == "unsupported" and answer:
+                # Kept with the run, so show (text, md, html) tells it is no answer.
+                summary += f"\n\nThe model's answer, {UNSUPPORTED_NOTE}:\n{answer}"
             self.writer.append(SessionEnded(status=status, summary=summary, totals=totals))
             self.writer.close()
         return RunResult(status, answer, self.findings, totals, str(self.writer.path))
@@ -130,8 +164,18 @@ class Investigation:
             self.final_reason is not None,
             self.observer.retry,
             self.tool_data,
+            question=self.question,
+            more_room=self.more_room,
+            deadline=self.meter.deadline(),
+            max_output=self.meter.output_left(),
         )
-        reply = self.brain.complete(request)
+        try:
+            reply = self.brain.complete(request)
+        except BrainError as exc:
+            if exc.kind != "context" or self.final_reason:
+                raise
+            self.writer.append(ErrorEvent(where="brain", message=str(exc)))
+            return self.finish(CONTEXT_FULL)
         cost = self.meter.add_turn(reply.usage)
         self.writer.append(
             ModelTurn(
@@ -146,19 +190,43 @@ class Investigation:
             )
         )
         self.observer.turn_ended(turn, reply, cost)
-        self.messages.append(assistant_message(reply.response.content))
-        calls = [b for b in reply.response.content if b.type == "tool_use"]
+        stop, content = reply.response.stop_reason, reply.response.content
+        text = "\n".join(b.text or "" for b in content if b.text)
+        if stop == "refusal":
+            raise Refused(text or "the model declined to answer (stop_reason: refusal)")
+        self.messages.append(assistant_message(content))
+        calls = [b for b in content if b.type == "tool_use"]
+        cut = stop in CUT_OFF
+        self.more_room = cut and bool(calls) and not self.more_room
         if calls:
-            self.messages.append({"role": "user", "content": self.run_calls(calls)})
+            results = self.cut_off(calls, stop or "") if cut else self.run_calls(calls)
+            self.messages.append({"role": "user", "content": results})
         if self.final_reason:
             raise BudgetExhausted(self.final_reason)
-        if not calls:
-            raise Answered("\n".join(b.text or "" for b in reply.response.content if b.text))
+        if stop == "model_context_window_exceeded":
+            return self.finish(CONTEXT_FULL)
+        if not calls and stop != "pause_turn":
+            if any(f.grounded for f in self.findings):
+                raise Answered(text)
+            raise Unsupported(text)
         if reason := self.meter.exhausted():
-            self.final_reason = reason
-            self.writer.append(ErrorEvent(where=BUDGET_WHERE, message=reason))
-            self.observer.note(budget_notice(reason))
-            self.messages[-1]["content"].append({"type": "text", "text": budget_notice(reason)})
+            self.finish(reason)
+        return None
+
+    def finish(self, reason: str) -> None:
+        """The final-report path: one last turn, in which only report_finding runs."""
+        self.final_reason = reason
+        self.writer.append(ErrorEvent(where=BUDGET_WHERE, message=reason))
+        self.observer.note(budget_notice(reason))
+        self.messages[-1]["content"].append({"type": "text", "text": budget_notice(reason)})
+
+    def cut_off(self, calls: list[ContentBlock], stop: str) -> list[dict[str, Any]]:
+        """A reply cut short may hold a half-written call: none of its calls run."""
+        names = ", ".join(f"{c.id} ({c.name})" for c in calls)
+        message = f"reply cut off ({stop}); not run: {names}"
+        self.writer.append(ErrorEvent(where=CUT_WHERE, message=message))
+        self.observer.note(message)
+        return [tool_result_block(c.id or "", CUT_OFF_RESULT, True) for c in calls]
 
     def run_calls(self, calls: list[ContentBlock]) -> list[dict[str, Any]]:
         """Tool calls run concurrently; report_finding afterwards, so it can quote this turn."""
@@ -180,7 +248,13 @@ class Investigation:
         host = str(raw.get("host", "local"))
         self.observer.tool_started(call_id, name, host, _summary(raw))
         self._call.id = call_id
-        if allowed:
+        if set(raw) == {UNPARSED}:
+            result = ToolResult.failure(
+                f"the arguments of this {name} call are not a JSON object: "
+                f"{str(raw[UNPARSED])[:300]!r}. Call it again with a JSON object that follows "
+                "the tool's schema. Nothing was run."
+            )
+        elif allowed:
             result = self.executor(self.ctx, name, raw)
         else:
             result = _refused(self.final_reason or "the tool-call budget is spent")

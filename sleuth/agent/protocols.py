@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 from sleuth.transcripts.events import ModelResponse, Retry, ToolSpec, Usage
 
 Message = dict[str, Any]
+UNPARSED = "unparsed_arguments"
+"""A tool call's input when the model's arguments were not a JSON object: `{UNPARSED: raw}`,
+kept as sent so the call can be answered with what was wrong."""
 
 
 @dataclass
@@ -38,6 +41,14 @@ class Request:
     """Called as each retry happens, so the view can show it before the turn ends."""
     tool_data: dict[str, Any] = field(default_factory=dict)
     """Each earlier call's structured result (ToolResult.data) by call id, for scripted brains."""
+    question: str = ""
+    """The person's question as asked, for brains that shape the request by it."""
+    more_room: bool = False
+    """The previous reply was cut off at its output-token limit: allow this one more (once)."""
+    deadline: float | None = None
+    """time.monotonic() at which the wall-time budget is spent; retries stop before it."""
+    max_output: int | None = None
+    """Output tokens the budget has left; a raised limit (more_room) never goes past it."""
 
 
 class BrainReply(BaseModel):
@@ -49,9 +60,18 @@ class BrainReply(BaseModel):
     """sha256 of the exact request body sent; empty for brains that send none."""
 
 
+BrainErrorKind = Literal["usage", "provider", "context", "protocol"]
+
+
 class BrainError(Exception):
     """The brain could not produce a turn, even after retries; the message says why and what to
-    do."""
+    do. `kind`: usage (the configuration cannot work: exit 2 before any request), provider (the
+    server failed or refused the request), context (the conversation no longer fits the model's
+    context window), protocol (the answer was not a model response)."""
+
+    def __init__(self, message: str, kind: BrainErrorKind = "provider") -> None:
+        super().__init__(message)
+        self.kind: BrainErrorKind = kind
 
 
 class Brain(Protocol):

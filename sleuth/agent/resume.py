@@ -151,6 +151,7 @@ def resume_investigation(
         observer=observer or Quiet(),
         findings=recording.findings,
         totals=spent(events),
+        question=start.question,
     )
     _restore_outputs(inv, recording)
     inv.final_reason = recording.budget_notice

@@ -91,6 +91,7 @@ def start_investigation(
     writer = TranscriptWriter.create(transcripts, session_id)
     hosts = describe_hosts(ctx)
     tools = tool_specs()
+    price = price_for(brain.model, settings.prices)
     writer.append(
         SessionStarted(
             session_id=session_id,
@@ -98,7 +99,12 @@ def start_investigation(
             hosts=hosts,
             brain=brain.name,
             model=brain.model,
-            policy={"limits": settings.limits.model_dump(), "approval": approval_mode},
+            policy={
+                "limits": settings.limits.model_dump(),
+                "approval": approval_mode,
+                # None for a model with no price: its cost is not tracked, and this says so.
+                "price": price.model_dump() if price else None,
+            },
             budget=settings.budget.model_dump(),
             versions=versions(),
             tools=tools,
@@ -112,6 +118,7 @@ def start_investigation(
         tools=tools,
         messages=[opening_message(question, hosts)],
         budget=settings.budget,
-        price=price_for(brain.model, settings.prices),
+        price=price,
         observer=observer or Quiet(),
+        question=question,
     )

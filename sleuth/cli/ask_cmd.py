@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 from rich.prompt import Confirm
 
-from sleuth.agent.brains import select_brain
-from sleuth.agent.loop import RunResult
+from sleuth.agent.brains import OpenAIBrain, describe_brain, select_brain
+from sleuth.agent.budget import price_or_refuse, untracked_cost_note
+from sleuth.agent.loop import UNSUPPORTED_NOTE, RunResult
 from sleuth.agent.protocols import BrainError, Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.agent.view import LiveView, findings_table
@@ -26,7 +27,7 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
-from sleuth.config import ConfigError
+from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.tools.connect import build_context
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
 
@@ -34,7 +35,12 @@ HostsOption = typer.Option(None, "--host", "-H", help="Host to investigate (repe
 TranscriptsOption = typer.Option(
     Path("transcripts"), "--transcripts", help="Folder the transcript is written to."
 )
-EXIT_FOR_STATUS = {"answered": EXIT_OK, "budget_exhausted": EXIT_BUDGET, "refused": EXIT_BUDGET}
+EXIT_FOR_STATUS = {
+    "answered": EXIT_OK,
+    "budget_exhausted": EXIT_BUDGET,
+    "refused": EXIT_BUDGET,
+    "unsupported": EXIT_BUDGET,
+}
 
 
 def register(app: typer.Typer) -> None:
@@ -69,11 +75,41 @@ def approver_for(yes: bool, interactive: bool) -> Approver:
 def ask(
     question: str = typer.Argument(..., help="The question, in plain words."),
     hosts: list[str] = HostsOption,
+    provider: Provider | None = typer.Option(
+        None,
+        "--provider",
+        help="Brain: anthropic, openai (any OpenAI-compatible server) or playbook (offline). "
+        "Default: by the keys and URLs configured.",
+    ),
     model: str | None = typer.Option(None, "--model", help="Model name for the brain."),
     base_url: str | None = typer.Option(
         None, "--base-url", help="An OpenAI-compatible endpoint, e.g. http://gpu1:30000/v1."
     ),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=1, help="Output tokens per model turn (default 4096)."
+    ),
+    tool_choice: ToolChoice | None = typer.Option(
+        None,
+        "--tool-choice",
+        help="OpenAI-compatible servers: required asks for a tool call on the first turn "
+        "(auto after), for small models that would otherwise only talk.",
+    ),
     max_turns: int | None = typer.Option(None, "--max-turns", min=1, help="Budget: model turns."),
+    max_tool_calls: int | None = typer.Option(
+        None, "--max-tool-calls", min=1, help="Budget: tool calls."
+    ),
+    max_cost: float | None = typer.Option(
+        None, "--max-cost", min=0.0, help="Budget: USD; the model needs a price."
+    ),
+    max_wall: float | None = typer.Option(
+        None, "--max-wall", min=1.0, help="Budget: wall-clock seconds."
+    ),
+    price_input: float | None = typer.Option(
+        None, "--price-input", min=0.0, help="USD per million input tokens for --model."
+    ),
+    price_output: float | None = typer.Option(
+        None, "--price-output", min=0.0, help="USD per million output tokens for --model."
+    ),
     yes: bool = typer.Option(False, "--yes", help="Approve tools that change a host."),
     accept_new_host_key: bool = typer.Option(
         False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
@@ -84,14 +120,28 @@ def ask(
 ) -> None:
     """Investigate QUESTION with tools on the hosts and print grounded findings.
 
+    Exit codes: 0 answered; 1 error; 2 usage; 3 ended without a trustworthy answer (budget
+    exhausted, refused, or no grounded finding).
+
     Example: sleuth ask "does /models/ckpt carry its MTP heads?" --host gpu1
     """
     settings = settings_or_exit(config)
-    if max_turns is not None:
-        settings.budget.max_turns = max_turns
+    _apply_budget_flags(settings, max_turns, max_tool_calls, max_cost, max_wall)
     interactive = sys.stdin.isatty() and not as_json
     try:
-        brain = select_brain(settings, base_url, model)
+        brain = select_brain(
+            settings,
+            provider=provider,
+            model=model,
+            base_url=base_url,
+            max_tokens=max_tokens,
+            tool_choice=tool_choice,
+        )
+        if brain.model and (price_input is not None or price_output is not None):
+            settings.prices[brain.model] = _flag_price(price_input, price_output)
+        price = price_or_refuse(brain.model, settings)
+        if isinstance(brain, OpenAIBrain):
+            brain.probe()  # the first request: after every check that needs none
         ctx = build_context(
             settings,
             hosts or [],
@@ -101,7 +151,12 @@ def ask(
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     except BrainError as exc:
-        fail(str(exc), EXIT_USAGE)
+        fail(str(exc), EXIT_USAGE if exc.kind == "usage" else EXIT_ERROR)
+    note = untracked_cost_note(brain.model, price)
+    if not as_json:
+        err_console.print(describe_brain(brain), markup=False, highlight=False)
+        if note:
+            err_console.print(f"note: {note}", markup=False, highlight=False)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
     view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
     try:
@@ -112,19 +167,50 @@ def ask(
             result = inv.run()
     finally:
         ctx.close()
-    show(result, brain.name, as_json)
+    show(result, brain.name, as_json, cost_tracked=note is None)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
 
 
-def show(result: RunResult, brain: str, as_json: bool) -> None:
+def _apply_budget_flags(
+    settings: Settings,
+    max_turns: int | None,
+    max_tool_calls: int | None,
+    max_cost: float | None,
+    max_wall: float | None,
+) -> None:
+    # Assigned only when given: a field set here (or in sleuth.toml) counts as the user's own.
+    b = settings.budget
+    if max_turns is not None:
+        b.max_turns = max_turns
+    if max_tool_calls is not None:
+        b.max_tool_calls = max_tool_calls
+    if max_cost is not None:
+        b.max_cost_usd = max_cost
+    if max_wall is not None:
+        b.max_wall_s = max_wall
+
+
+def _flag_price(price_input: float | None, price_output: float | None) -> ModelPrice:
+    if price_input is None or price_output is None:
+        fail("--price-input and --price-output go together (USD per million tokens)", EXIT_USAGE)
+    # Cached tokens are charged at the input price: an upper bound, never an undercount.
+    return ModelPrice(
+        input=price_input, output=price_output, cache_read=price_input, cache_write=price_input
+    )
+
+
+def show(result: RunResult, brain: str, as_json: bool, cost_tracked: bool = True) -> None:
+    supported = result.status != "unsupported"
     if as_json:
         print_json(
             {
                 "status": result.status,
                 "brain": brain,
                 "answer": result.answer,
+                "supported_by_evidence": supported,
                 "findings": [f.model_dump(mode="json") for f in result.findings],
                 "totals": result.totals.model_dump(mode="json"),
+                "cost_tracked": cost_tracked,
                 "transcript": result.transcript,
             }
         )
@@ -132,11 +218,14 @@ def show(result: RunResult, brain: str, as_json: bool) -> None:
     if result.findings:
         console.print(findings_table(result.findings))
     if result.answer:
+        if not supported:
+            console.print(f"[bold yellow]The model's answer, {UNSUPPORTED_NOTE}:[/]")
         console.print(result.answer, markup=False, highlight=False)
     t = result.totals
+    cost = f"${t.cost_usd:.4f}" if cost_tracked else "cost not tracked"
     console.print(
         f"[bold]{result.status}[/] by {brain}: {t.turns} turns, {t.tool_calls} tool calls, "
-        f"{t.input_tokens:,} in / {t.output_tokens:,} out tokens, ${t.cost_usd:.4f}, "
+        f"{t.input_tokens:,} in / {t.output_tokens:,} out tokens, {cost}, "
         f"{t.wall_s:.1f} s. Transcript: {result.transcript}",
         highlight=False,
     )

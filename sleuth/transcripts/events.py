@@ -16,7 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 SCHEMA_VERSION = 1
 
 Verdict = Literal["yes", "no", "partial", "unknown"]
-SessionStatus = Literal["answered", "budget_exhausted", "error", "interrupted", "refused"]
+SessionStatus = Literal[
+    "answered", "budget_exhausted", "error", "interrupted", "refused", "unsupported"
+]
+"""unsupported: the run ended without a grounded finding (and no budget or refusal ended it)."""
 
 
 class _Event(BaseModel):

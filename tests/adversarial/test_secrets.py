@@ -183,7 +183,7 @@ def test_no_secret_reaches_the_transcript_or_the_model(
     clear_registered_secrets()
     transcript = Path(result.transcript).read_text()
     requests = json.dumps(api.bodies())
-    assert result.status == "answered"
+    assert result.status == "unsupported"  # the script reports no finding
     assert "[REDACTED:" in transcript and "[REDACTED:" in requests  # the files were read
     assert verify(Path(result.transcript)).ok
     leaked = {
@@ -248,7 +248,7 @@ def test_no_secret_reaches_the_terminal(
                 root,
                 ask_env,
             )
-            assert run.returncode == 0, run.stderr
+            assert run.returncode == 3, run.stderr  # no finding: unsupported
             printed.append(run.stdout + run.stderr)
             printed.append(json.dumps(api.bodies()))
     transcripts = [p.read_text() for p in (tmp_path / "t").glob("*.jsonl")]

@@ -1,0 +1,122 @@
+"""Whatever an OpenAI-compatible model emits, the run stays honest: invalid, missing, non-JSON
+or unknown calls go back as precise errors, talk without evidence ends `unsupported`, a model
+that repeats itself ends at a budget, and every transcript verifies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sleuth.agent.brains import OpenAIBrain
+from sleuth.agent.loop import RunResult
+from sleuth.agent.session import start_investigation
+from sleuth.config import Budget, Settings
+from sleuth.tools.registry import ToolContext
+from sleuth.transcripts.events import Event, ToolExecuted
+from sleuth.transcripts.store import load
+from sleuth.transcripts.verify import verify
+from tests.scripted_api import ScriptedAPI, message, text, tool_use
+from tests.test_agent_anthropic import ctx, workspace
+
+__all__ = ["ctx", "workspace"]
+
+
+def completion(content: str | None, *calls: tuple[str, str, Any]) -> dict[str, Any]:
+    """A raw chat completion whose calls' `arguments` are sent exactly as given."""
+    tool_calls = [
+        {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+        for cid, name, args in calls
+    ]
+    return {
+        "id": "chatcmpl-raw",
+        "object": "chat.completion",
+        "model": "smollm2",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "tool_calls": tool_calls},
+                "finish_reason": "tool_calls" if calls else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+    }
+
+
+def run(
+    script: Any, ctx: ToolContext, tmp_path: Path, budget: Budget | None = None
+) -> tuple[RunResult, list[Event], ScriptedAPI]:
+    with ScriptedAPI(script, flavour="openai") as api:
+        brain = OpenAIBrain("smollm2", base_url=api.url, tool_choice="required")
+        settings = Settings(budget=budget or Budget())
+        inv = start_investigation("Is MTP declared?", brain, ctx, settings, tmp_path / "t")
+        result = inv.run()
+    assert verify(Path(result.transcript)).ok
+    return result, list(load(Path(result.transcript)).events), api
+
+
+def outputs(events: list[Event]) -> dict[str, ToolExecuted]:
+    return {e.call_id: e for e in events if isinstance(e, ToolExecuted)}
+
+
+def test_bad_calls_each_get_a_precise_error_and_the_run_goes_on(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    script = [
+        completion(
+            None,
+            ("c1", "read_json", json.dumps({"json_data": {"a": 1}})),
+            ("c2", "read_json", "{path: config.json"),
+            ("c3", "open_file", json.dumps({"path": "config.json"})),
+            ("c4", "read_json", "[1, 2]"),
+            ("c5", "read_json", {"path": "config.json"}),  # an object, not a string
+        ),
+        completion("I could not read it."),
+    ]
+    result, events, api = run(script, ctx, tmp_path)
+    seen = outputs(events)
+    assert not seen["c1"].ok
+    assert "invalid input for read_json" in seen["c1"].output
+    assert "json_data" in seen["c1"].output and "path: Field required" in seen["c1"].output
+    assert "not a JSON object: '{path: config.json'" in seen["c2"].output
+    assert "unknown tool 'open_file'; available:" in seen["c3"].output
+    assert "not a JSON object: '[1, 2]'" in seen["c4"].output
+    assert seen["c5"].ok and '"num_nextn_predict_layers": 1' in seen["c5"].output
+    # The model gets its own arguments back as it sent them, beside the error.
+    sent = api.bodies()[1]["messages"][2]["tool_calls"]
+    assert sent[1]["function"]["arguments"] == "{path: config.json"
+    assert [m["role"] for m in api.bodies()[1]["messages"][3:]] == ["tool"] * 5
+    assert result.status == "unsupported" and result.answer == "I could not read it."
+
+
+def test_a_pseudo_call_written_in_text_runs_nothing_and_ends_unsupported(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    babble = '<tool_call>{"name": "read_json", "arguments": {"path": "config.json"}}</tool_call>'
+    result, events, _ = run([completion(babble)], ctx, tmp_path)
+    assert result.status == "unsupported"
+    assert result.answer == babble
+    assert outputs(events) == {}
+
+
+def test_a_model_repeating_one_call_ends_at_the_budget(ctx: ToolContext, tmp_path: Path) -> None:
+    def same(body: Any, index: int) -> Any:
+        return message(tool_use(f"c{index}", "list_dir", path="."))
+
+    result, events, api = run(same, ctx, tmp_path, Budget(max_tool_calls=4))
+    assert result.status == "budget_exhausted"
+    assert "max_tool_calls (4)" in result.answer
+    ran = [e for e in outputs(events).values() if e.ok]
+    assert len(ran) == 4 and len(api.requests) == 5
+
+
+def test_babble_without_tools_is_unsupported_and_required_only_on_the_first_turn(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    script = [
+        message(tool_use("c1", "read_json", path="config.json")),
+        message(text("The capital of France is Paris. " * 40)),
+    ]
+    result, _, api = run(script, ctx, tmp_path)
+    assert result.status == "unsupported"
+    assert [b["tool_choice"] for b in api.bodies()] == ["required", "auto"]
