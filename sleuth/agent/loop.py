@@ -236,6 +236,7 @@ class Investigation:
                 approved=decision.approved,
                 by=decision.by,
                 reason=decision.reason,
+                rule=decision.rule,
             )
         )
         if self._chained_approval:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -59,6 +61,21 @@ class LiveView:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._live.stop()
+        if not self.console.is_terminal:
+            # rich ends the view with a newline only on a terminal; in a log or a pipe its last
+            # line would run into whatever is printed next.
+            self.console.line()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop drawing (a prompt needs the terminal to itself), then go on below it."""
+        drawing = self._live.is_started
+        self._live.stop()
+        try:
+            yield
+        finally:
+            if drawing:
+                self._live.start()
 
     def turn_started(self, turn: int) -> None:
         with self._lock:

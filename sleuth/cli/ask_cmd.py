@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import typer
-from rich.prompt import Confirm
 
 from sleuth.agent.brains import select_brain
 from sleuth.agent.loop import RunResult
@@ -20,6 +20,7 @@ from sleuth.cli.common import (
     EXIT_USAGE,
     ConfigOption,
     JsonOption,
+    approver,
     console,
     err_console,
     fail,
@@ -28,7 +29,6 @@ from sleuth.cli.common import (
 )
 from sleuth.config import ConfigError
 from sleuth.tools.connect import build_context
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
 
 HostsOption = typer.Option(None, "--host", "-H", help="Host to investigate (repeat).")
 TranscriptsOption = typer.Option(
@@ -41,31 +41,6 @@ def register(app: typer.Typer) -> None:
     app.command("ask")(ask)
 
 
-def approver_for(yes: bool, interactive: bool) -> Approver:
-    """--yes approves; a terminal asks; otherwise a refusal that names --yes."""
-
-    def approve(request: ApprovalRequest) -> ApprovalDecision:
-        if yes:
-            return ApprovalDecision(approved=True, by="--yes")
-        if interactive:
-            ok = Confirm.ask(
-                f"Allow [bold]{request.tool}[/] on host [bold]{request.host}[/] "
-                f"with {request.input}?",
-                console=err_console,
-                default=False,
-            )
-            return ApprovalDecision(
-                approved=ok, by="interactive", reason="" if ok else "declined at the prompt"
-            )
-        return ApprovalDecision(
-            approved=False,
-            by="non-interactive",
-            reason=f"no terminal to ask on; rerun with --yes to approve {request.tool}",
-        )
-
-    return approve
-
-
 def ask(
     question: str = typer.Argument(..., help="The question, in plain words."),
     hosts: list[str] = HostsOption,
@@ -74,7 +49,12 @@ def ask(
         None, "--base-url", help="An OpenAI-compatible endpoint, e.g. http://gpu1:30000/v1."
     ),
     max_turns: int | None = typer.Option(None, "--max-turns", min=1, help="Budget: model turns."),
-    yes: bool = typer.Option(False, "--yes", help="Approve tools that change a host."),
+    yes: bool = typer.Option(
+        False,
+        "--yes",
+        help="Approve the host-changing calls each host's `allow` permits, without asking; "
+        "a custom launch command still needs a matching `approve.commands` rule.",
+    ),
     accept_new_host_key: bool = typer.Option(
         False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
     ),
@@ -90,12 +70,14 @@ def ask(
     if max_turns is not None:
         settings.budget.max_turns = max_turns
     interactive = sys.stdin.isatty() and not as_json
+    view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
+    pause = view.paused if isinstance(view, LiveView) else nullcontext
     try:
         brain = select_brain(settings, base_url, model)
         ctx = build_context(
             settings,
             hosts or [],
-            approver=approver_for(yes, interactive),
+            approver=approver(yes, interactive, pause),
             accept_new_host_key=accept_new_host_key,
         )
     except ConfigError as exc:
@@ -103,7 +85,6 @@ def ask(
     except BrainError as exc:
         fail(str(exc), EXIT_USAGE)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
-    view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
     try:
         inv = start_investigation(
             question, brain, ctx, settings, transcripts, observer=view, approval_mode=mode

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -11,10 +14,15 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
+from rich.prompt import Confirm
+from rich.text import Text
 
 from sleuth.config import ConfigError, Settings, load_settings
+from sleuth.tools.policy import ApprovalRequest, Approver, approver_for
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_BUDGET = 0, 1, 2, 3
+EXIT_REFUSED = EXIT_BUDGET
+"""Budget exhausted and refused share exit 3: the run stopped short by design, not by fault."""
 
 console = Console()
 err_console = Console(stderr=True)
@@ -42,3 +50,51 @@ def settings_or_exit(config: Path | None) -> Settings:
 def print_json(value: BaseModel | dict[str, Any] | list[Any]) -> None:
     data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+Pause = Callable[[], AbstractContextManager[object]]
+
+
+class Prompter:
+    """Asks the person at the terminal about one call at a time, with the live view paused.
+
+    Tool calls run in parallel threads; each blocks here on its own request, so an answer
+    always belongs to the call shown above it, never to a neighbour's.
+    """
+
+    def __init__(self, pause: Pause = nullcontext) -> None:
+        self._lock = threading.Lock()
+        self._pause = pause
+
+    def __call__(self, request: ApprovalRequest) -> bool:
+        with self._lock, self._pause():
+            err_console.print(describe_request(request))
+            return Confirm.ask("Allow this call?", console=err_console, default=False)
+
+
+def describe_request(request: ApprovalRequest) -> Text:
+    """Host, tool and the full command line, shown exactly: JSON with every non-ASCII or
+    control character escaped, so a model's argument cannot restyle or hide part of it."""
+    text = Text.assemble(
+        ("approval needed: ", "bold yellow"),
+        (request.tool, "bold"),
+        " on host ",
+        (request.host, "bold"),
+    )
+    if request.argv is not None:
+        text.append("\n  runs: ")
+        text.append(json.dumps(request.argv))
+    shown = {k: v for k, v in request.input.items() if k != "host"}
+    text.append("\n  input: ")
+    text.append(json.dumps(shown, sort_keys=True))
+    return text
+
+
+def approver(yes: bool, interactive: bool, pause: Pause = nullcontext) -> Approver:
+    """The host's rules first; then --yes (never for a custom command no rule matches), a
+    prompt when there is a terminal, else a refusal that says what would approve it."""
+    if yes:
+        return approver_for("yes")
+    if interactive:
+        return approver_for("ask", Prompter(pause))
+    return approver_for("refuse")

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
 from sleuth.cli.common import (
     EXIT_ERROR,
+    EXIT_REFUSED,
     EXIT_USAGE,
     ConfigOption,
     JsonOption,
@@ -25,8 +27,9 @@ from sleuth.cli.common import (
 from sleuth.config import ConfigError
 from sleuth.tools.connect import build_context
 from sleuth.tools.hosts import HostError
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver, deny_all
-from sleuth.tools.registry import all_tools, execute
+from sleuth.tools.policy import approver_for
+from sleuth.tools.registry import all_tools, execute, get_tool, validation_text
+from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import redact_obj
 
 
@@ -53,15 +56,16 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
-def approve_with_yes(request: ApprovalRequest) -> ApprovalDecision:
-    return ApprovalDecision(approved=True, by="--yes")
-
-
 def run_tool(
     name: str = typer.Argument(..., help="Tool name; see `sleuth tools`."),
     assignments: list[str] = typer.Argument(None, help="Inputs as key=value, e.g. path=x start=5"),
     host: str = typer.Option("local", "--host", "-H", help="Host to run on (from sleuth.toml)."),
-    yes: bool = typer.Option(False, "--yes", help="Approve a tool that changes the host."),
+    yes: bool = typer.Option(
+        False,
+        "--yes",
+        help="You approve this one call to a tool that changes the host (the host's `allow` "
+        "list still applies).",
+    ),
     accept_new_host_key: bool = typer.Option(
         False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
     ),
@@ -74,10 +78,17 @@ def run_tool(
     """
     settings = settings_or_exit(config)
     inputs = {"host": host, **parse_assignments(assignments or [])}
-    approver: Approver = approve_with_yes if yes else deny_all
+    try:
+        get_tool(name).input_model.model_validate(inputs)
+    except ToolError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except ValidationError as exc:
+        fail(validation_text(name, exc), EXIT_USAGE)
+    # The person typing the command consents to this one call; a host's rules still apply.
+    approve = approver_for("person" if yes else "refuse")
     try:
         ctx = build_context(
-            settings, [host], approver=approver, accept_new_host_key=accept_new_host_key
+            settings, [host], approver=approve, accept_new_host_key=accept_new_host_key
         )
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
@@ -100,7 +111,7 @@ def run_tool(
     else:
         console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}")
     if not result.ok:
-        raise typer.Exit(EXIT_ERROR)
+        raise typer.Exit(EXIT_REFUSED if result.refused else EXIT_ERROR)
 
 
 def list_tools(as_json: bool = JsonOption) -> None:

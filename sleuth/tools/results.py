@@ -23,6 +23,11 @@ class ToolResult(BaseModel):
     bytes_cut: int = 0
     duration_s: float = 0.0
     reconnected: bool = False
+    refused: bool = Field(
+        False,
+        description="The policy refused the call (not allowed, not approved, outside "
+        "the roots): nothing ran.",
+    )
 
     @classmethod
     def failure(cls, error: str, **meta: Any) -> ToolResult:
