@@ -91,7 +91,8 @@ class LiveView:
             self._cost += cost_usd
             for block in reply.response.content:
                 if block.type == "text" and block.text and block.text.strip():
-                    self._notes.append(block.text.strip().splitlines()[0][:160])
+                    first = block.text.strip().splitlines()[0]
+                    self._notes.append(first if not self.console.is_terminal else _short(first))
 
     def retry(self, retry: Retry) -> None:
         with self._lock:
@@ -137,8 +138,10 @@ class LiveView:
         return Group(*(Text(n, style="dim") for n in notes), table, status)
 
 
-def findings_table(findings: list[Finding]) -> Table:
-    table = Table(title="Findings", show_lines=True, expand=True)
+def findings_table(findings: list[Finding], piped: bool = False) -> Table:
+    """The findings, one row each. `piped`: sized to its text and no quote shortened, for
+    output that is not a terminal and so has no width to fit."""
+    table = Table(title="Findings", show_lines=True, expand=not piped)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("claim", ratio=2)
@@ -150,7 +153,7 @@ def findings_table(findings: list[Finding]) -> Table:
             verdict += "\n[bold red]ungrounded[/]"
         evidence = "\n".join(
             f"{'[green]✓[/]' if e.grounded else '[red]✗[/]'} {escape(e.call_id)}: "
-            f"{escape(_short(e.quote))}"
+            f"{escape(' '.join(e.quote.split()) if piped else _short(e.quote))}"
             for e in f.evidence
         )
         steps = "".join(f"\n[dim]next: {escape(s)}[/]" for s in f.next_steps)

@@ -7,6 +7,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from sleuth.agent.brains import select_brain
 from sleuth.agent.loop import RunResult
@@ -24,6 +25,7 @@ from sleuth.cli.common import (
     console,
     err_console,
     fail,
+    plural,
     print_json,
     settings_or_exit,
 )
@@ -111,13 +113,15 @@ def show(result: RunResult, brain: str, as_json: bool) -> None:
         )
         return
     if result.findings:
-        console.print(findings_table(result.findings))
+        console.print(findings_table(result.findings, piped=not console.is_terminal))
     if result.answer:
         console.print(result.answer, markup=False, highlight=False)
     t = result.totals
     console.print(
-        f"[bold]{result.status}[/] by {brain}: {t.turns} turns, {t.tool_calls} tool calls, "
+        f"[bold]{result.status}[/] by {brain}: {plural(t.turns, 'turn')}, "
+        f"{plural(t.tool_calls, 'tool call')}, "
         f"{t.input_tokens:,} in / {t.output_tokens:,} out tokens, ${t.cost_usd:.4f}, "
-        f"{t.wall_s:.1f} s. Transcript: {result.transcript}",
+        f"{t.wall_s:.1f} s. Transcript: {escape(result.transcript)}",
         highlight=False,
+        soft_wrap=True,
     )

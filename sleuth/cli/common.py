@@ -12,9 +12,10 @@ from typing import Any, NoReturn
 
 import typer
 from pydantic import BaseModel
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.prompt import Confirm
+from rich.rule import Rule
 from rich.text import Text
 
 from sleuth.config import ConfigError, Settings, load_settings
@@ -24,8 +25,18 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_BUDGET = 0, 1, 2, 3
 EXIT_REFUSED = EXIT_BUDGET
 """Budget exhausted and refused share exit 3: the run stopped short by design, not by fault."""
 
-console = Console()
-err_console = Console(stderr=True)
+PIPED_WIDTH = 10_000
+"""The width of output that is not a terminal: wide enough that rich never wraps or cuts a
+command, a path or a table row that a program or a person will copy."""
+
+
+def _console(stderr: bool) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else PIPED_WIDTH)
+
+
+console = _console(stderr=False)
+err_console = _console(stderr=True)
 
 ConfigOption = typer.Option(
     None,
@@ -98,3 +109,15 @@ def approver(yes: bool, interactive: bool, pause: Pause = nullcontext) -> Approv
     if interactive:
         return approver_for("ask", Prompter(pause))
     return approver_for("refuse")
+
+
+def heading(title: str) -> RenderableType:
+    """A section title: a rule across a terminal; in a pipe, a plain line that is never cut."""
+    if console.is_terminal:
+        return Rule(Text(title, style="bold"))
+    return Text(f"== {title} ==", style="bold")
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 turn`, `2 turns`: every count Sleuth prints goes through here."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

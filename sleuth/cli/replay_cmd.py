@@ -27,6 +27,7 @@ from sleuth.cli.common import (
     console,
     err_console,
     fail,
+    plural,
     print_json,
     settings_or_exit,
 )
@@ -103,7 +104,8 @@ def _print_replay(result: ReplayResult) -> None:
         _print_drift(result)
     if result.ok:
         console.print(
-            f"[bold green]SAME[/] {name}: {result.turns} turns, {len(result.findings)} findings "
+            f"[bold green]SAME[/] {name}: {plural(result.turns, 'turn')}, "
+            f"{plural(len(result.findings), 'finding')} "
             f"as recorded ({result.mode}, {result.wall_s * 1000:.0f} ms).",
             highlight=False,
         )

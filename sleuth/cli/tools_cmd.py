@@ -115,7 +115,10 @@ def run_tool(
 
 
 def list_tools(as_json: bool = JsonOption) -> None:
-    """List the tools a model may call, with their input schemas."""
+    """List the tools a model may call, with their input schemas.
+
+    Example: sleuth tools --json
+    """
     tools = sorted(all_tools().values(), key=lambda t: (t.mutating, t.name))
     if as_json:
         print_json(
@@ -153,7 +156,10 @@ def show_hosts(
     as_json: bool = JsonOption,
     config: Path | None = ConfigOption,
 ) -> None:
-    """Show the configured hosts; with --check, connect to each one."""
+    """Show the configured hosts; with --check, connect to each one.
+
+    Example: sleuth hosts --check
+    """
     settings = settings_or_exit(config)
     rows: list[dict[str, Any]] = []
     for name, host_cfg in settings.hosts.items():
