@@ -75,7 +75,10 @@ def test_yes_never_approves_a_custom_command_no_rule_matches(tmp_path: Path) -> 
     assert decision.rule == "hosts.gpu1.approve.commands"
     assert request.argv == ["sh", "-c", "id > pwned"]
     # The refusal says what would permit it, and that --yes will not.
-    assert "[hosts.gpu1.approve]" in decision.reason and "--yes never" in decision.reason
+    assert (
+        "[hosts.gpu1.approve]" in decision.reason
+        and "never approves a custom command" in decision.reason
+    )
 
 
 def test_a_preset_with_its_own_python_is_a_custom_command(tmp_path: Path) -> None:

@@ -132,9 +132,9 @@ def _unmatched_command(request: ApprovalRequest) -> ApprovalDecision:
         by="rule",
         rule=key,
         reason=f"the command {json.dumps(request.argv)} matches no rule in {key} "
-        f"({json.dumps(request.rules.commands)}), and --yes never approves a custom command "
-        f"no rule matches. If a person means it to run, add its argv prefix to `commands` "
-        f"under [hosts.{request.host}.approve] in sleuth.toml, or run it yourself with "
+        f"({json.dumps(request.rules.commands)}); `sleuth ask --yes` never approves a custom "
+        f"command no rule matches. To permit it, add its argv prefix to `commands` under "
+        f"[hosts.{request.host}.approve] in sleuth.toml, or run it yourself: "
         f"`sleuth tool launch_server ... --yes`",
     )
 

@@ -82,7 +82,10 @@ def test_yes_does_not_run_an_injected_custom_command(tmp_path: Path) -> None:
     assert not refused.approved and refused.by == "rule"
     assert refused.rule == "hosts.local.approve.commands"
     assert refused.input["command"] == ["sh", "-c", f"id > {canary}"]
-    assert not executed["toolu_obey_0"].ok and "--yes never" in executed["toolu_obey_0"].output
+    assert (
+        not executed["toolu_obey_0"].ok
+        and "never approves a custom command" in executed["toolu_obey_0"].output
+    )
 
     assert allowed_canary.exists()
     ruled = approvals["toolu_obey_1"]
