@@ -43,8 +43,10 @@ def test_the_demo_suggests_commands_that_work_as_printed_and_says_how_to_remove_
     temp = tmp_path / "tmp"
     home.mkdir()
     temp.mkdir()
-    env = user_env(temp)
-    demo = run_shell("sleuth demo", home, env)
+    # As the README's Run command leaves it: a virtualenv that is not activated.
+    path = [d for d in os.environ.get("PATH", "/usr/bin:/bin").split(":") if d != BIN]
+    env = {**user_env(temp), "PATH": ":".join(path)}
+    demo = run_shell(f"{BIN}/sleuth demo", home, env)
     assert demo.returncode == 0, demo.stderr
     out = demo.stdout
     assert "ok  replay --live" in out and "FAILED" not in out
@@ -62,7 +64,8 @@ def test_the_demo_suggests_commands_that_work_as_printed_and_says_how_to_remove_
     for line in lines[1:]:
         done = run_shell(f"{cd}\n{line}", home, env)
         assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
-        if " replay " in f" {line} ":
+        assert line.startswith(f"{BIN}/sleuth ")
+        if " replay " in line:
             assert "SAME" in done.stdout, done.stdout
     assert (folder / "demo.html").is_file()
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import sys
 import threading
 from collections.abc import Callable
@@ -121,3 +123,15 @@ def heading(title: str) -> RenderableType:
 def plural(n: int, noun: str) -> str:
     """`1 turn`, `2 turns`: every count Sleuth prints goes through here."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+def invocation() -> str:
+    """How to run this same Sleuth from any folder, for commands we suggest: `sleuth` when
+    that is what PATH finds, else its absolute path (an unactivated virtualenv)."""
+    script = Path(sys.argv[0])
+    if script.name == "__main__.py":
+        return shlex.join([sys.executable, "-m", "sleuth.cli"])
+    found = shutil.which("sleuth")
+    if found and Path(found).resolve() == script.resolve():
+        return "sleuth"
+    return shlex.quote(str(script.resolve()))

@@ -24,6 +24,7 @@ from sleuth.cli.common import (
     err_console,
     fail,
     heading,
+    invocation,
     print_json,
 )
 from sleuth.config import CONFIG_NAME, load_settings
@@ -160,16 +161,17 @@ def _print_next_steps(root: Path, results: list[RunResult], checks: dict[str, bo
     first = Path(results[0].transcript).relative_to(root)
     model = root / DEPLOYMENT / "models" / "DeepSeek-V3-demo-FP8"
     console.print(heading("next"))
+    me = invocation()
     lines = [
         f"The demo's files are in {root}: {DEPLOYMENT}/ (what it investigated), "
         f"{TRANSCRIPTS}/ (what it recorded) and {CONFIG_NAME} (its host). Try:",
         f"  cd {shlex.quote(str(root))}",
-        f"  sleuth show {first}",
-        f"  sleuth show {first} --format html --output demo.html",
-        f"  sleuth verify {first}",
-        f"  sleuth replay {first} --live",
-        f"  sleuth tool checkpoint_summary model_dir={shlex.quote(str(model))}",
-        f'  sleuth ask "does {model} keep its MTP heads?"',
+        f"  {me} show {first}",
+        f"  {me} show {first} --format html --output demo.html",
+        f"  {me} verify {first}",
+        f"  {me} replay {first} --live",
+        f"  {me} tool checkpoint_summary model_dir={shlex.quote(str(model))}",
+        f'  {me} ask "does {model} keep its MTP heads?"',
         "Set ANTHROPIC_API_KEY (or pass --base-url) and `sleuth ask` answers open questions "
         "too; hosts of your own go in sleuth.toml (see README).",
         f"Remove the demo with: rm -rf {shlex.quote(str(root))}",
