@@ -248,5 +248,5 @@ def _refused(reason: str) -> ToolResult:
 
 
 def _summary(raw: dict[str, Any]) -> str:
-    text = " ".join(f"{k}={v}" for k, v in raw.items() if k != "host")
-    return text if len(text) <= 80 else text[:77] + "..."
+    # Whole: the view shortens it for a terminal and keeps it whole for a log.
+    return " ".join(f"{k}={v}" for k, v in raw.items() if k != "host")

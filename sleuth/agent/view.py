@@ -103,7 +103,8 @@ class LiveView:
 
     def tool_started(self, call_id: str, tool: str, host: str, summary: str) -> None:
         with self._lock:
-            self._calls[call_id] = _Call(tool, host, summary, time.monotonic())
+            shown = _short(summary, 80) if self.console.is_terminal else summary
+            self._calls[call_id] = _Call(tool, host, shown, time.monotonic())
 
     def tool_ended(self, call_id: str, ok: bool, duration_s: float) -> None:
         with self._lock:

@@ -97,7 +97,8 @@ def describe_request(request: ApprovalRequest) -> Text:
     if request.argv is not None:
         text.append("\n  runs: ")
         text.append(json.dumps(request.argv))
-    shown = {k: v for k, v in request.input.items() if k != "host"}
+    unset: tuple[object, ...] = (None, [], {}, "")
+    shown = {k: v for k, v in request.input.items() if k != "host" and v not in unset}
     text.append("\n  input: ")
     text.append(json.dumps(shown, sort_keys=True))
     return text
