@@ -116,3 +116,14 @@ def test_piped_tables_keep_long_paths_whole(tmp_path: Path) -> None:
     done = run_shell("sleuth hosts | cat", tmp_path, user_env(tmp_path))
     assert done.returncode == 0, done.stderr
     assert str(root) in done.stdout
+
+
+def test_piped_show_keeps_each_command_on_one_line(tmp_path: Path) -> None:
+    reference = Path(__file__).resolve().parent.parent / "transcripts" / "mtp-heads.jsonl"
+    done = run_shell(
+        f"sleuth show {shlex.quote(str(reference))} | cat", tmp_path, user_env(tmp_path)
+    )
+    assert done.returncode == 0, done.stderr
+    ran = re.search(r"^grep -r -n .* -e NextN -- \S+/deploy/src\"?$", done.stdout, re.M)
+    assert ran, done.stdout
+    assert max(len(line) for line in done.stdout.splitlines()) < 1000  # nothing padded wide

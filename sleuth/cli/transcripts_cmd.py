@@ -52,8 +52,10 @@ def show(
         fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", EXIT_USAGE)
     events = _load_or_exit(transcript).events
     if output is None and fmt == "text":
-        console.print(render_rich(events))
-        return
+        if console.is_terminal:
+            console.print(render_rich(events))
+            return
+        fmt = "md"  # plain text for a pipe or a file: panels have no width to fit there
     rendered = render(events, fmt)
     if output is None:
         typer.echo(rendered, nl=False)
