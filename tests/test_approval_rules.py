@@ -106,6 +106,7 @@ def test_engine_and_tool_rules_approve_without_a_person(tmp_path: Path) -> None:
     assert decision.rule == "hosts.gpu1.approve.engines: sglang"
     decision, _ = decide(tmp_path, "refuse", ApprovalRules(engines=["vllm"]), PRESET)
     assert decision is not None and not decision.approved and "--yes" in decision.reason
+    assert 'set `engines = ["sglang"]` under [hosts.gpu1.approve]' in decision.reason
     decision, _ = decide(tmp_path, "refuse", ApprovalRules(tools=["stop_server"]), STOP)
     assert decision is not None and decision.approved
     assert decision.rule == "hosts.gpu1.approve.tools: stop_server"

@@ -114,12 +114,18 @@ def approver_for(
             )
         if custom:
             return _unmatched_command(request)
+        rule = (
+            f'engines = ["{request.input.get("engine")}"]'
+            if request.tool == "launch_server"
+            else f'tools = ["{request.tool}"]'
+        )
         return ApprovalDecision(
             approved=False,
             by="non-interactive",
-            rule="no terminal",
-            reason=f"no terminal to ask on and no rule approves it; rerun with --yes to approve "
-            f"{request.tool}, or add it to `approve.tools` under [hosts.{request.host}]",
+            rule="no rule",
+            reason=f"no rule approves it and there was no one to ask; rerun with --yes to "
+            f"approve {request.tool}, or set `{rule}` under [hosts.{request.host}.approve] "
+            f"in sleuth.toml",
         )
 
     return approve
