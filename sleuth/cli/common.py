@@ -82,7 +82,10 @@ class Prompter:
     def __call__(self, request: ApprovalRequest) -> bool:
         with self._lock, self._pause():
             err_console.print(describe_request(request))
-            return Confirm.ask("Allow this call?", console=err_console, default=False)
+            try:
+                return Confirm.ask("Allow this call?", console=err_console, default=False)
+            except EOFError:  # the terminal closed: no answer is not a yes
+                return False
 
 
 def describe_request(request: ApprovalRequest) -> Text:

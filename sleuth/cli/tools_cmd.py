@@ -21,6 +21,7 @@ from sleuth.cli.common import (
     console,
     err_console,
     fail,
+    plural,
     print_json,
     settings_or_exit,
 )
@@ -105,11 +106,11 @@ def run_tool(
         console.print(escape(result.output), highlight=False, soft_wrap=True)
         console.print(
             f"[dim]{name} on {host}: {result.duration_s * 1000:.0f} ms"
-            f"{', ' + str(result.bytes_cut) + ' bytes cut' if result.bytes_cut else ''}"
+            f"{', ' + plural(result.bytes_cut, 'byte') + ' cut' if result.bytes_cut else ''}"
             "[/]"
         )
     else:
-        console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}")
+        console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}", soft_wrap=True)
     if not result.ok:
         raise typer.Exit(EXIT_REFUSED if result.refused else EXIT_ERROR)
 
