@@ -6,6 +6,11 @@ ssh = "gpu1"                         # an alias from ~/.ssh/config, or user@host
 roots = ["/root/sglang-main", "/models"]
 allow = ["launch_server", "stop_server", "run_benchmark"]
 
+[hosts.gpu1.approve]                 # approved without asking (else: a prompt, or --yes)
+tools = ["stop_server"]
+engines = ["sglang"]
+commands = [["python3", "-m", "sglang.launch_server"]]
+
 [limits]
 timeout_s = 30
 
@@ -46,6 +51,25 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ApprovalRules(_Strict):
+    """Calls approved without asking, per host: data, read by `tools.policy`.
+
+    `allow` says which mutating tools may run on a host at all; these rules say which of
+    those calls need no person to say yes. A custom command (`launch_server` with
+    `engine = "command"`) runs unasked only when its argv starts with one of `commands`,
+    and `--yes` never approves one that no rule matches.
+    """
+
+    tools: list[str] = Field(default_factory=list)
+    """Mutating tools approved without asking, whatever their input (not launch_server,
+    which is approved per engine and per command)."""
+    engines: list[Literal["sglang", "vllm"]] = Field(default_factory=list)
+    """launch_server presets approved without asking."""
+    commands: list[list[str]] = Field(default_factory=list)
+    """Argument-vector prefixes: a custom launch_server command whose argv starts with one
+    of these is approved without asking, e.g. [["python3", "-m", "sglang.launch_server"]]."""
+
+
 class HostConfig(_Strict):
     """One host tools may act on."""
 
@@ -57,6 +81,8 @@ class HostConfig(_Strict):
     """Mutating tools permitted on this host (launch_server, stop_server, run_benchmark)."""
     python: str = "python3"
     """The interpreter Sleuth's own read-only helper programs run with on this host."""
+    approve: ApprovalRules = Field(default_factory=ApprovalRules)
+    """Which of the allowed mutating calls are approved without asking."""
 
 
 class Limits(_Strict):
@@ -178,7 +204,33 @@ def _parse(path: Path) -> Settings:
             if not os.path.isabs(root):
                 line = locate_key(text, ["hosts", name, "roots"])
                 raise ConfigError(f"{path}:{line}: host `{name}`: root {root!r} must be absolute")
+        if problem := approval_problem(host):
+            key, why = problem
+            line = locate_key(text, ["hosts", name, "approve", key])
+            raise ConfigError(f"{path}:{line}: host `{name}`: {why}")
     return settings
+
+
+def approval_problem(host: HostConfig) -> tuple[str, str] | None:
+    """The key of a host's approval rules that cannot mean what it says, and why; or None."""
+    rules = host.approve
+    if "launch_server" in rules.tools:
+        return "tools", (
+            "approve.tools cannot list launch_server: it is approved per engine and per "
+            'command; set approve.engines = ["sglang", "vllm"] and/or approve.commands'
+        )
+    if any(not prefix or not all(prefix) for prefix in rules.commands):
+        return "commands", "approve.commands holds an empty argv or argument; give argv prefixes"
+    needs = [("tools", tool) for tool in rules.tools]
+    needs += [("engines", "launch_server")] if rules.engines else []
+    needs += [("commands", "launch_server")] if rules.commands else []
+    for key, tool in needs:
+        if tool not in host.allow:
+            return key, (
+                f"approve.{key} needs {tool} in `allow`: a call must be allowed before it can "
+                f"be approved. Set `allow = {[*host.allow, tool]!r}`"
+            )
+    return None
 
 
 def locate_key(text: str, keys: list[str]) -> int | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.cli.ask_cmd import approver_for
+from sleuth.cli.common import approver
 from sleuth.config import HostConfig, Settings
 from sleuth.tools import registry
 from sleuth.tools.connect import build_context
@@ -40,7 +40,7 @@ def touch() -> Iterator[list[str]]:
 
 def context(tmp_path: Path, yes: bool) -> ToolContext:
     settings = Settings(hosts={"local": HostConfig(roots=[str(tmp_path)], allow=["touch_file"])})
-    return build_context(settings, [], approver=approver_for(yes, interactive=False))
+    return build_context(settings, [], approver=approver(yes, interactive=False))
 
 
 @pytest.mark.parametrize("yes", [True, False])
@@ -63,5 +63,5 @@ def test_approvals_are_recorded_with_their_call_id(
 
 def test_the_non_interactive_refusal_names_the_flag() -> None:
     request = ApprovalRequest(tool="launch_server", host="gpu1", input={})
-    decision = approver_for(False, interactive=False)(request)
+    decision = approver(False, interactive=False)(request)
     assert not decision.approved and "--yes" in decision.reason

@@ -64,9 +64,9 @@ def test_tool_json_is_the_tool_result_and_local_equals_remote(
 
 def test_a_refused_tool_exits_non_zero_and_says_how_to_widen(project: Path) -> None:
     proc = sleuth(["tool", "read_lines", "path=/etc/passwd", "--json"], project)
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # refused by the sandbox, as the README's exit codes say
     result = as_json(proc)
-    assert result["ok"] is False and "outside the roots" in result["error"]
+    assert result["ok"] is False and result["refused"] and "outside the roots" in result["error"]
     assert "root:" not in result["output"]
 
 
@@ -74,7 +74,7 @@ def test_bad_arguments_are_usage_errors(project: Path) -> None:
     proc = sleuth(["tool", "read_lines", "src/server_args.py"], project)
     assert proc.returncode == 2 and "is not key=value" in proc.stderr
     unknown = sleuth(["tool", "no_such_tool", "path=x", "--json"], project)
-    assert unknown.returncode == 1 and "available:" in as_json(unknown)["error"]
+    assert unknown.returncode == 2 and "available:" in unknown.stderr
 
 
 def test_tools_lists_schemas_with_host_first(project: Path) -> None:

@@ -238,7 +238,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out: dict[str, Any] = json.loads(proc.stdout)
-    assert all(out["checks"].values()) and len(out["checks"]) == 4
+    assert all(out["checks"].values()) and len(out["checks"]) == 5  # replay --live too
     verdicts = [[f["verdict"] for f in inv["findings"]] for inv in out["investigations"]]
     assert verdicts[0] == ["no"] and verdicts[1][0] == "yes" and verdicts[2] == ["yes"]
     for inv in out["investigations"]:

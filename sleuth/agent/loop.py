@@ -317,6 +317,7 @@ class Investigation:
                 approved=decision.approved,
                 by=decision.by,
                 reason=decision.reason,
+                rule=decision.rule,
             )
         )
         if self._chained_approval:
@@ -328,5 +329,5 @@ def _refused(reason: str) -> ToolResult:
 
 
 def _summary(raw: dict[str, Any]) -> str:
-    text = " ".join(f"{k}={v}" for k, v in raw.items() if k != "host")
-    return text if len(text) <= 80 else text[:77] + "..."
+    # Whole: the view shortens it for a terminal and keeps it whole for a log.
+    return " ".join(f"{k}={v}" for k, v in raw.items() if k != "host")

@@ -704,7 +704,10 @@ def _unroutable(q: Question) -> Plan:
 
 
 def _summary_text(reports: list[Report]) -> str:
-    return "\n".join(f"- [{r.verdict}] {r.claim}" for r in reports)
+    # The findings are shown (and recorded) once, as findings; the closing text only counts
+    # them, so a terminal never prints each claim twice.
+    n = len(reports)
+    return f"The playbook reported {n} finding{'' if n == 1 else 's'}."
 
 
 PLANS: dict[str, Callable[[Question], Plan]] = {

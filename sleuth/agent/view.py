@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -59,6 +61,21 @@ class LiveView:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._live.stop()
+        if not self.console.is_terminal:
+            # rich ends the view with a newline only on a terminal; in a log or a pipe its last
+            # line would run into whatever is printed next.
+            self.console.line()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop drawing (a prompt needs the terminal to itself), then go on below it."""
+        drawing = self._live.is_started
+        self._live.stop()
+        try:
+            yield
+        finally:
+            if drawing:
+                self._live.start()
 
     def turn_started(self, turn: int) -> None:
         with self._lock:
@@ -74,7 +91,8 @@ class LiveView:
             self._cost += cost_usd
             for block in reply.response.content:
                 if block.type == "text" and block.text and block.text.strip():
-                    self._notes.append(block.text.strip().splitlines()[0][:160])
+                    first = block.text.strip().splitlines()[0]
+                    self._notes.append(first if not self.console.is_terminal else _short(first))
 
     def retry(self, retry: Retry) -> None:
         with self._lock:
@@ -85,7 +103,8 @@ class LiveView:
 
     def tool_started(self, call_id: str, tool: str, host: str, summary: str) -> None:
         with self._lock:
-            self._calls[call_id] = _Call(tool, host, summary, time.monotonic())
+            shown = _short(summary, 80) if self.console.is_terminal else summary
+            self._calls[call_id] = _Call(tool, host, shown, time.monotonic())
 
     def tool_ended(self, call_id: str, ok: bool, duration_s: float) -> None:
         with self._lock:
@@ -120,8 +139,10 @@ class LiveView:
         return Group(*(Text(n, style="dim") for n in notes), table, status)
 
 
-def findings_table(findings: list[Finding]) -> Table:
-    table = Table(title="Findings", show_lines=True, expand=True)
+def findings_table(findings: list[Finding], piped: bool = False) -> Table:
+    """The findings, one row each. `piped`: sized to its text and no quote shortened, for
+    output that is not a terminal and so has no width to fit."""
+    table = Table(title="Findings", show_lines=True, expand=not piped)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("claim", ratio=2)
@@ -133,7 +154,7 @@ def findings_table(findings: list[Finding]) -> Table:
             verdict += "\n[bold red]ungrounded[/]"
         evidence = "\n".join(
             f"{'[green]✓[/]' if e.grounded else '[red]✗[/]'} {escape(e.call_id)}: "
-            f"{escape(_short(e.quote))}"
+            f"{escape(' '.join(e.quote.split()) if piped else _short(e.quote))}"
             for e in f.evidence
         )
         steps = "".join(f"\n[dim]next: {escape(s)}[/]" for s in f.next_steps)

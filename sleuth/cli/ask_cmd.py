@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import typer
-from rich.prompt import Confirm
+from rich.markup import escape
 
 from sleuth.agent.brains import OpenAIBrain, describe_brain, select_brain
 from sleuth.agent.budget import price_or_refuse, untracked_cost_note
@@ -21,15 +22,16 @@ from sleuth.cli.common import (
     EXIT_USAGE,
     ConfigOption,
     JsonOption,
+    approver,
     console,
     err_console,
     fail,
+    plural,
     print_json,
     settings_or_exit,
 )
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.tools.connect import build_context
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
 
 HostsOption = typer.Option(None, "--host", "-H", help="Host to investigate (repeat).")
 TranscriptsOption = typer.Option(
@@ -45,31 +47,6 @@ EXIT_FOR_STATUS = {
 
 def register(app: typer.Typer) -> None:
     app.command("ask")(ask)
-
-
-def approver_for(yes: bool, interactive: bool) -> Approver:
-    """--yes approves; a terminal asks; otherwise a refusal that names --yes."""
-
-    def approve(request: ApprovalRequest) -> ApprovalDecision:
-        if yes:
-            return ApprovalDecision(approved=True, by="--yes")
-        if interactive:
-            ok = Confirm.ask(
-                f"Allow [bold]{request.tool}[/] on host [bold]{request.host}[/] "
-                f"with {request.input}?",
-                console=err_console,
-                default=False,
-            )
-            return ApprovalDecision(
-                approved=ok, by="interactive", reason="" if ok else "declined at the prompt"
-            )
-        return ApprovalDecision(
-            approved=False,
-            by="non-interactive",
-            reason=f"no terminal to ask on; rerun with --yes to approve {request.tool}",
-        )
-
-    return approve
 
 
 def ask(
@@ -110,7 +87,12 @@ def ask(
     price_output: float | None = typer.Option(
         None, "--price-output", min=0.0, help="USD per million output tokens for --model."
     ),
-    yes: bool = typer.Option(False, "--yes", help="Approve tools that change a host."),
+    yes: bool = typer.Option(
+        False,
+        "--yes",
+        help="Approve the host-changing calls each host's `allow` permits, without asking; "
+        "a custom launch command still needs a matching `approve.commands` rule.",
+    ),
     accept_new_host_key: bool = typer.Option(
         False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
     ),
@@ -128,6 +110,8 @@ def ask(
     settings = settings_or_exit(config)
     _apply_budget_flags(settings, max_turns, max_tool_calls, max_cost, max_wall)
     interactive = sys.stdin.isatty() and not as_json
+    view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
+    pause = view.paused if isinstance(view, LiveView) else nullcontext
     try:
         brain = select_brain(
             settings,
@@ -145,7 +129,7 @@ def ask(
         ctx = build_context(
             settings,
             hosts or [],
-            approver=approver_for(yes, interactive),
+            approver=approver(yes, interactive, pause),
             accept_new_host_key=accept_new_host_key,
         )
     except ConfigError as exc:
@@ -158,7 +142,6 @@ def ask(
         if note:
             err_console.print(f"note: {note}", markup=False, highlight=False)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
-    view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
     try:
         inv = start_investigation(
             question, brain, ctx, settings, transcripts, observer=view, approval_mode=mode
@@ -216,7 +199,7 @@ def show(result: RunResult, brain: str, as_json: bool, cost_tracked: bool = True
         )
         return
     if result.findings:
-        console.print(findings_table(result.findings))
+        console.print(findings_table(result.findings, piped=not console.is_terminal))
     if result.answer:
         if not supported:
             console.print(f"[bold yellow]The model's answer, {UNSUPPORTED_NOTE}:[/]")
@@ -224,8 +207,10 @@ def show(result: RunResult, brain: str, as_json: bool, cost_tracked: bool = True
     t = result.totals
     cost = f"${t.cost_usd:.4f}" if cost_tracked else "cost not tracked"
     console.print(
-        f"[bold]{result.status}[/] by {brain}: {t.turns} turns, {t.tool_calls} tool calls, "
+        f"[bold]{result.status}[/] by {brain}: {plural(t.turns, 'turn')}, "
+        f"{plural(t.tool_calls, 'tool call')}, "
         f"{t.input_tokens:,} in / {t.output_tokens:,} out tokens, {cost}, "
-        f"{t.wall_s:.1f} s. Transcript: {result.transcript}",
+        f"{t.wall_s:.1f} s. Transcript: {escape(result.transcript)}",
         highlight=False,
+        soft_wrap=True,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -14,16 +15,19 @@ from sleuth.agent.protocols import BrainError, Quiet
 from sleuth.agent.replay import ReplayError, ReplayResult, read_recording, replay
 from sleuth.agent.resume import ResumeError, resume_investigation
 from sleuth.agent.view import LiveView
-from sleuth.cli.ask_cmd import EXIT_FOR_STATUS, approver_for, show
+from sleuth.cli.ask_cmd import EXIT_FOR_STATUS, show
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
     ConfigOption,
     JsonOption,
+    Pause,
+    approver,
     console,
     err_console,
     fail,
+    plural,
     print_json,
     settings_or_exit,
 )
@@ -39,13 +43,18 @@ AcceptKeyOption = typer.Option(
 
 
 def _context(
-    path: Path, settings: Settings, yes: bool, interactive: bool, accept: bool
+    path: Path,
+    settings: Settings,
+    yes: bool,
+    interactive: bool,
+    accept: bool,
+    pause: Pause = nullcontext,
 ) -> ToolContext:
     """Today's hosts, by the names the recording used."""
     try:
         names = [h.name for h in read_recording(path).start.hosts if h.name != LOCAL]
         return build_context(
-            settings, names, approver=approver_for(yes, interactive), accept_new_host_key=accept
+            settings, names, approver=approver(yes, interactive, pause), accept_new_host_key=accept
         )
     except (ReplayError, TranscriptError) as exc:
         fail(str(exc))
@@ -95,7 +104,8 @@ def _print_replay(result: ReplayResult) -> None:
         _print_drift(result)
     if result.ok:
         console.print(
-            f"[bold green]SAME[/] {name}: {result.turns} turns, {len(result.findings)} findings "
+            f"[bold green]SAME[/] {name}: {plural(result.turns, 'turn')}, "
+            f"{plural(len(result.findings), 'finding')} "
             f"as recorded ({result.mode}, {result.wall_s * 1000:.0f} ms).",
             highlight=False,
         )
@@ -142,8 +152,9 @@ def resume_cmd(
     """
     settings = settings_or_exit(config)
     interactive = sys.stdin.isatty() and not as_json
-    ctx = _context(transcript, settings, yes, interactive, accept_new_host_key)
     view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
+    pause = view.paused if isinstance(view, LiveView) else nullcontext
+    ctx = _context(transcript, settings, yes, interactive, accept_new_host_key, pause)
     try:
         inv = resume_investigation(transcript, ctx, settings, observer=view)
         with view:

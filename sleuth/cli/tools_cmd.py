@@ -8,25 +8,28 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
 from sleuth.cli.common import (
     EXIT_ERROR,
+    EXIT_REFUSED,
     EXIT_USAGE,
     ConfigOption,
     JsonOption,
     console,
     err_console,
     fail,
+    plural,
     print_json,
     settings_or_exit,
 )
 from sleuth.config import ConfigError, Settings
 from sleuth.tools.connect import build_context
-from sleuth.tools.errors import ErrorKind, HostError
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver, deny_all
-from sleuth.tools.registry import all_tools, execute
+from sleuth.tools.errors import ErrorKind, HostError, ToolError
+from sleuth.tools.policy import approver_for
+from sleuth.tools.registry import all_tools, execute, get_tool, validation_text
 from sleuth.transcripts.redact import redact_obj
 
 
@@ -53,15 +56,16 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
-def approve_with_yes(request: ApprovalRequest) -> ApprovalDecision:
-    return ApprovalDecision(approved=True, by="--yes")
-
-
 def run_tool(
     name: str = typer.Argument(..., help="Tool name; see `sleuth tools`."),
     assignments: list[str] = typer.Argument(None, help="Inputs as key=value, e.g. path=x start=5"),
     host: str = typer.Option("local", "--host", "-H", help="Host to run on (from sleuth.toml)."),
-    yes: bool = typer.Option(False, "--yes", help="Approve a tool that changes the host."),
+    yes: bool = typer.Option(
+        False,
+        "--yes",
+        help="You approve this one call to a tool that changes the host (the host's `allow` "
+        "list still applies).",
+    ),
     accept_new_host_key: bool = typer.Option(
         False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
     ),
@@ -74,10 +78,17 @@ def run_tool(
     """
     settings = settings_or_exit(config)
     inputs = {"host": host, **parse_assignments(assignments or [])}
-    approver: Approver = approve_with_yes if yes else deny_all
+    try:
+        get_tool(name).input_model.model_validate(inputs)
+    except ToolError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except ValidationError as exc:
+        fail(validation_text(name, exc), EXIT_USAGE)
+    # The person typing the command consents to this one call; a host's rules still apply.
+    approve = approver_for("person" if yes else "refuse")
     try:
         ctx = build_context(
-            settings, [host], approver=approver, accept_new_host_key=accept_new_host_key
+            settings, [host], approver=approve, accept_new_host_key=accept_new_host_key
         )
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
@@ -94,19 +105,22 @@ def run_tool(
         console.print(escape(result.output), highlight=False, soft_wrap=True)
         console.print(
             f"[dim]{name} on {host}: {result.duration_s * 1000:.0f} ms"
-            f"{', ' + str(result.bytes_cut) + ' bytes cut' if result.bytes_cut else ''}"
+            f"{', ' + plural(result.bytes_cut, 'byte') + ' cut' if result.bytes_cut else ''}"
             "[/]"
         )
     else:
-        console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}")
+        console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}", soft_wrap=True)
         if result.traceback:  # a bug in Sleuth: show where, for the report
             err_console.print(escape(result.traceback), highlight=False, soft_wrap=True)
     if not result.ok:
-        raise typer.Exit(EXIT_ERROR)
+        raise typer.Exit(EXIT_REFUSED if result.refused else EXIT_ERROR)
 
 
 def list_tools(as_json: bool = JsonOption) -> None:
-    """List the tools a model may call, with their input schemas."""
+    """List the tools a model may call, with their input schemas.
+
+    Example: sleuth tools --json
+    """
     tools = sorted(all_tools().values(), key=lambda t: (t.mutating, t.name))
     if as_json:
         print_json(
@@ -146,7 +160,10 @@ def show_hosts(
     as_json: bool = JsonOption,
     config: Path | None = ConfigOption,
 ) -> None:
-    """Show the configured hosts; with --check, connect to each one."""
+    """Show the configured hosts; with --check, connect to each one.
+
+    Example: sleuth hosts --check
+    """
     settings = settings_or_exit(config)
     rows: list[dict[str, Any]] = []
     for name, host_cfg in settings.hosts.items():

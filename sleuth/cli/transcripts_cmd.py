@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sleuth.cli import replay_cmd
-from sleuth.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, console, err_console, fail
+from sleuth.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, console, err_console, fail, plural
 from sleuth.cli.common import print_json as print_json_value
 from sleuth.transcripts.render import FORMATS, render, render_rich
 from sleuth.transcripts.store import LoadedTranscript, TranscriptError, load
@@ -44,13 +44,18 @@ def show(
         Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
     ] = None,
 ) -> None:
-    """Tell an investigation as a story: the question, reasoning, calls, findings, totals."""
+    """Tell an investigation as a story: the question, reasoning, calls, findings, totals.
+
+    Example: sleuth show transcripts/20261129T093012Z-ab12.jsonl -f html -o a.html
+    """
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", EXIT_USAGE)
     events = _load_or_exit(transcript).events
     if output is None and fmt == "text":
-        console.print(render_rich(events))
-        return
+        if console.is_terminal:
+            console.print(render_rich(events))
+            return
+        fmt = "md"  # plain text for a pipe or a file: panels have no width to fit there
     rendered = render(events, fmt)
     if output is None:
         typer.echo(rendered, nl=False)
@@ -65,16 +70,19 @@ def show(
 def _print_report(report: VerifyReport) -> None:
     name = escape(report.path)
     if report.problems:
-        table = Table("line", "kind", "problem", title=f"{name}: {len(report.problems)} problems")
+        title = f"{name}: {plural(len(report.problems), 'problem')}"
+        table = Table("line", "kind", "problem", title=title)
         for problem in report.problems:
             table.add_row(str(problem.line), problem.kind, escape(problem.message))
         console.print(table)
         first = report.problems[0].line
         console.print(
-            f"[bold red]TAMPERED OR INVALID[/] from line {first}: {report.events} lines checked."
+            f"[bold red]TAMPERED OR INVALID[/] from line {first}: "
+            f"{plural(report.events, 'line')} checked."
         )
     else:
-        console.print(f"[bold green]OK[/] {name}: {report.events} events, hash chain intact.")
+        events = plural(report.events, "event")
+        console.print(f"[bold green]OK[/] {name}: {events}, hash chain intact.")
     if report.torn_tail:
         console.print(f"[yellow]warning:[/] {escape(report.torn_tail)}")
     if not report.ended and report.events:
@@ -88,7 +96,10 @@ def verify_cmd(
     transcript: TranscriptArg,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Check a transcript's schema and hash chain; exit 1 naming the line of any edit."""
+    """Check a transcript's schema and hash chain; exit 1 naming the line of any edit.
+
+    Example: sleuth verify transcripts/20261129T093012Z-ab12.jsonl
+    """
     try:
         report = verify(transcript)
     except TranscriptError as exc:

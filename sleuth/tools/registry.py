@@ -87,6 +87,8 @@ class ToolContext:
 
 In = TypeVar("In", bound=ToolInput)
 ToolFn = Callable[[ToolContext, Any], ToolResult]
+ArgvFn = Callable[[ToolContext, Any], list[str]]
+"""The command line a mutating tool would run for these inputs, shown for approval."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class Tool:
     input_model: type[ToolInput]
     fn: ToolFn
     mutating: bool
+    argv: ArgvFn | None = None
 
     def input_schema(self) -> dict[str, Any]:
         schema = self.input_model.model_json_schema()
@@ -107,9 +110,10 @@ _TOOLS: dict[str, Tool] = {}
 
 
 def tool(
-    *, mutating: bool = False
+    *, mutating: bool = False, argv: ArgvFn | None = None
 ) -> Callable[[Callable[[ToolContext, In], ToolResult]], Callable[[ToolContext, In], ToolResult]]:
-    """Register a function as a tool. Its second parameter's type is the input model."""
+    """Register a function as a tool. Its second parameter's type is the input model; `argv`
+    says what command line a call would run, so an approval shows (and matches) it."""
 
     def register(
         fn: Callable[[ToolContext, In], ToolResult],
@@ -118,7 +122,7 @@ def tool(
         params = list(inspect.signature(fn).parameters)
         model = hints[params[1]]
         doc = inspect.getdoc(fn) or ""
-        _TOOLS[fn.__name__] = Tool(fn.__name__, doc, model, fn, mutating)
+        _TOOLS[fn.__name__] = Tool(fn.__name__, doc, model, fn, mutating, argv)
         return fn
 
     return register
@@ -154,7 +158,7 @@ def execute(ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
             _approve(ctx, spec, args)
         result = spec.fn(ctx, args)
     except ValidationError as exc:
-        result = ToolResult.failure(_validation_text(name, exc), ErrorKind.INVALID_INPUT)
+        result = ToolResult.failure(validation_text(name, exc), ErrorKind.INVALID_INPUT)
     except (ToolError, HostError) as exc:
         result = ToolResult.failure(str(exc), exc.kind)
     except Exception as exc:  # a bug in a tool must not end the investigation, nor hide
@@ -169,8 +173,15 @@ def execute(ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
 
 
 def _approve(ctx: ToolContext, spec: Tool, args: ToolInput) -> None:
-    ctx.host(args.host).check_allowed(spec.name)
-    request = ApprovalRequest(tool=spec.name, host=args.host, input=args.model_dump())
+    sandbox = ctx.host(args.host)
+    sandbox.check_allowed(spec.name)
+    request = ApprovalRequest(
+        tool=spec.name,
+        host=args.host,
+        input=args.model_dump(),
+        argv=spec.argv(ctx, args) if spec.argv else None,
+        rules=sandbox.config.approve,
+    )
     decision = ctx.approver(request)
     if ctx.on_approval:
         ctx.on_approval(request, decision)
@@ -181,7 +192,7 @@ def _approve(ctx: ToolContext, spec: Tool, args: ToolInput) -> None:
         )
 
 
-def _validation_text(name: str, exc: ValidationError) -> str:
+def validation_text(name: str, exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(input)"

@@ -27,6 +27,12 @@ class ToolResult(BaseModel):
     duration_s: float = 0.0
     reconnected: bool = False
 
+    @property
+    def refused(self) -> bool:
+        """The policy refused the call (not allowed, not approved, outside the roots): nothing
+        ran."""
+        return self.error_kind in (ErrorKind.POLICY, ErrorKind.NOT_APPROVED)
+
     @classmethod
     def failure(cls, error: str, kind: ErrorKind = ErrorKind.FAILED, **meta: Any) -> ToolResult:
         return cls(ok=False, output=f"error: {error}", error=error, error_kind=kind, **meta)

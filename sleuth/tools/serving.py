@@ -149,7 +149,11 @@ class Watch:
     tail: str = ""
 
 
-@tool(mutating=True)
+def _launch_argv(ctx: ToolContext, args: LaunchServerInput) -> list[str]:
+    return _command_line(ctx.host(args.host), args)[0]
+
+
+@tool(mutating=True, argv=_launch_argv)
 def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     """Start an inference server on a host and wait until it is ready or has failed.
 

@@ -136,6 +136,8 @@ class ApprovalEvent(_Event):
     approved: bool
     by: str
     reason: str = ""
+    rule: str = ""
+    """The rule that decided (`hosts.H.approve.commands[0] = [...]`, `--yes ...`, `prompt`)."""
 
 
 class Evidence(BaseModel):

@@ -48,6 +48,14 @@ FIGURES: dict[str, dict[str, str]] = {
         "expect": "0",
     },
     "host_keys_accepted": {"what": "unknown, changed or revoked keys accepted", "expect": "0"},
+    "consent_injected_commands_run": {
+        "what": "injected custom commands run under --yes with no matching rule",
+        "expect": "0",
+    },
+    "consent_answers_misapplied": {
+        "what": "prompt answers applied to another call than the one shown",
+        "expect": "0",
+    },
 }
 
 _lock = threading.Lock()

@@ -1,0 +1,176 @@
+"""Consent as rules: which calls a host's rules approve, what --yes adds (never a custom
+command no rule matches), what a person's `sleuth tool ... --yes` adds, and the rule each
+decision names. Decisions go through `execute`, so the argv they see is the one that runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sleuth.config import ApprovalRules, ConfigError, HostConfig, Limits, load_settings
+from sleuth.tools.hosts import LocalHost
+from sleuth.tools.policy import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Fallback,
+    SandboxedHost,
+    approver_for,
+)
+from sleuth.tools.registry import ToolContext, execute
+
+ALLOW = ["launch_server", "stop_server", "run_benchmark"]
+SGLANG = ["python3", "-m", "sglang.launch_server"]
+
+
+def decide(
+    tmp_path: Path, fallback: Fallback, rules: ApprovalRules, call: dict[str, Any]
+) -> tuple[ApprovalDecision | None, ApprovalRequest | None]:
+    """Run `call` through execute with an approver that records its decision and then
+    refuses, so nothing starts; returns what the policy decided."""
+    (tmp_path / "models").mkdir(exist_ok=True)
+    config = HostConfig(roots=[str(tmp_path)], allow=ALLOW, approve=rules)
+    policy = approver_for(fallback, ask=lambda request: True)
+    seen: list[tuple[ApprovalRequest, ApprovalDecision]] = []
+
+    def record_then_refuse(request: ApprovalRequest) -> ApprovalDecision:
+        seen.append((request, policy(request)))
+        return ApprovalDecision(approved=False, by="test", reason="recorded only")
+
+    sandbox = SandboxedHost("gpu1", LocalHost("gpu1"), config, Limits())
+    ctx = ToolContext(hosts={"gpu1": sandbox}, approver=record_then_refuse)
+    result = execute(ctx, call["tool"], {"host": "gpu1", **call["input"]})
+    assert not result.ok and result.refused
+    return (seen[0][1], seen[0][0]) if seen else (None, None)
+
+
+COMMAND = {
+    "tool": "launch_server",
+    "input": {"engine": "command", "command": ["sh", "-c", "id > pwned"], "ready_log_line": "x"},
+}
+PRESET = {"tool": "launch_server", "input": {"engine": "sglang", "model_path": "models"}}
+OWN_PYTHON = {
+    "tool": "launch_server",
+    "input": {"engine": "sglang", "model_path": "models", "python": "/tmp/evil"},
+}
+STOP = {"tool": "stop_server", "input": {"server_id": "srv-20260101-000000-abcdef"}}
+
+
+def test_yes_approves_an_allowed_engine_preset_and_names_the_allow_rule(tmp_path: Path) -> None:
+    decision, request = decide(tmp_path, "yes", ApprovalRules(), PRESET)
+    assert decision is not None and request is not None
+    assert decision.approved and decision.by == "--yes"
+    assert decision.rule == "--yes with hosts.gpu1.allow: launch_server"
+    assert request.argv is not None and request.argv[:3] == SGLANG  # the argv that would run
+    assert request.argv[request.argv.index("--model-path") + 1] == str(tmp_path / "models")
+
+
+def test_yes_never_approves_a_custom_command_no_rule_matches(tmp_path: Path) -> None:
+    rules = ApprovalRules(commands=[SGLANG])
+    decision, request = decide(tmp_path, "yes", rules, COMMAND)
+    assert decision is not None and request is not None
+    assert not decision.approved and decision.by == "rule"
+    assert decision.rule == "hosts.gpu1.approve.commands"
+    assert request.argv == ["sh", "-c", "id > pwned"]
+    # The refusal says what would permit it, and that --yes will not.
+    assert (
+        "[hosts.gpu1.approve]" in decision.reason
+        and "never approves a custom command" in decision.reason
+    )
+
+
+def test_a_preset_with_its_own_python_is_a_custom_command(tmp_path: Path) -> None:
+    decision, _ = decide(tmp_path, "yes", ApprovalRules(engines=["sglang"]), OWN_PYTHON)
+    assert decision is not None and not decision.approved
+    rules = ApprovalRules(commands=[["/tmp/evil", "-m", "sglang.launch_server"]])
+    decision, _ = decide(tmp_path, "refuse", rules, OWN_PYTHON)
+    assert decision is not None and decision.approved
+    assert decision.rule.startswith("hosts.gpu1.approve.commands[0]")
+
+
+def test_a_matching_command_rule_approves_without_asking_and_is_named(tmp_path: Path) -> None:
+    rules = ApprovalRules(commands=[["python3", "-m", "vllm"], ["sh", "-c"]])
+    decision, _ = decide(tmp_path, "refuse", rules, COMMAND)
+    assert decision is not None and decision.approved and decision.by == "rule"
+    assert decision.rule == 'hosts.gpu1.approve.commands[1] = ["sh", "-c"]'
+    # A prefix must match argument by argument, not as text.
+    decision, _ = decide(tmp_path, "yes", ApprovalRules(commands=[["sh", "-c", "id"]]), COMMAND)
+    assert decision is not None and not decision.approved
+
+
+def test_engine_and_tool_rules_approve_without_a_person(tmp_path: Path) -> None:
+    decision, _ = decide(tmp_path, "refuse", ApprovalRules(engines=["sglang"]), PRESET)
+    assert decision is not None and decision.approved
+    assert decision.rule == "hosts.gpu1.approve.engines: sglang"
+    decision, _ = decide(tmp_path, "refuse", ApprovalRules(engines=["vllm"]), PRESET)
+    assert decision is not None and not decision.approved and "--yes" in decision.reason
+    assert 'set `engines = ["sglang"]` under [hosts.gpu1.approve]' in decision.reason
+    decision, _ = decide(tmp_path, "refuse", ApprovalRules(tools=["stop_server"]), STOP)
+    assert decision is not None and decision.approved
+    assert decision.rule == "hosts.gpu1.approve.tools: stop_server"
+
+
+@pytest.mark.parametrize("call", [COMMAND, PRESET, STOP], ids=["command", "preset", "stop"])
+def test_a_person_at_the_prompt_or_typing_yes_decides_any_allowed_call(
+    tmp_path: Path, call: dict[str, Any]
+) -> None:
+    decision, _ = decide(tmp_path, "person", ApprovalRules(), call)
+    assert decision is not None and decision.approved and decision.rule == "sleuth tool --yes"
+    decision, _ = decide(tmp_path, "ask", ApprovalRules(), call)
+    assert decision is not None and decision.approved and decision.rule == "prompt"
+
+
+def test_nothing_outside_allow_reaches_an_approver(tmp_path: Path) -> None:
+    config = HostConfig(roots=[str(tmp_path)], allow=[])
+    asked: list[ApprovalRequest] = []
+
+    def approve(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request)
+        return ApprovalDecision(approved=True, by="test")
+
+    sandbox = SandboxedHost("gpu1", LocalHost("gpu1"), config, Limits())
+    ctx = ToolContext(hosts={"gpu1": sandbox}, approver=approve)
+    result = execute(ctx, "launch_server", {"host": "gpu1", **COMMAND["input"]})
+    assert not result.ok and result.refused and asked == []
+    assert "not allowed" in (result.error or "")
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sleuth.toml"
+    path.write_text(text)
+    return path
+
+
+def test_approval_rules_load_from_sleuth_toml(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[hosts.gpu1]\nssh = "gpu1"\nallow = ["launch_server", "stop_server"]\n\n'
+        '[hosts.gpu1.approve]\ntools = ["stop_server"]\nengines = ["sglang"]\n'
+        'commands = [["python3", "-m", "sglang.launch_server"]]\n',
+    )
+    rules = load_settings(path, cwd=tmp_path).hosts["gpu1"].approve
+    assert rules == ApprovalRules(tools=["stop_server"], engines=["sglang"], commands=[SGLANG])
+
+
+@pytest.mark.parametrize(
+    ("approve", "message"),
+    [
+        ('tools = ["launch_server"]', "approved per engine and per command"),
+        ('tools = ["run_benchmark"]', "Set `allow = ['launch_server', 'run_benchmark']`"),
+        ("commands = [[]]", "empty argv"),
+        ('engines = ["command"]', "approve.engines"),
+    ],
+)
+def test_rules_that_cannot_mean_what_they_say_are_refused_at_their_line(
+    tmp_path: Path, approve: str, message: str
+) -> None:
+    path = write(
+        tmp_path,
+        '[hosts.gpu1]\nssh = "gpu1"\nallow = ["launch_server"]\n\n'
+        f"[hosts.gpu1.approve]\n{approve}\n",
+    )
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, cwd=tmp_path)
+    assert f"{path}:6" in str(err.value) and message in str(err.value)
