@@ -314,6 +314,12 @@ def big_moe_config(layers: int = BIG["layers"], experts: int = BIG["experts"]) -
                         "full_attention"] * (layers // 4),
         "full_attention_interval": 4, "mtp_num_hidden_layers": 1,
         "mtp_use_dedicated_embeddings": False,
+        # Qwen3.5-397B-A17B's attention: 32 query heads, 2 KV heads of 256 (gated, so
+        # q_proj is 2 × 32 × 256), Gated-DeltaNet linear attention in the other layers.
+        "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 256,
+        "max_position_embeddings": 262_144, "torch_dtype": "bfloat16",
+        "linear_num_key_heads": 16, "linear_num_value_heads": 64, "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
     }  # fmt: skip
     return {
         "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
