@@ -215,3 +215,98 @@ def test_unknown_gpu_and_missing_gpus_say_what_to_do(models: Path) -> None:
     ctx = ToolContext(hosts={"local": sandbox})
     bad = execute(ctx, "capacity_plan", {"model_dir": str(models / "Llama-3-70B"), "gpus": "8xV99"})
     assert not bad.ok and "unknown GPU 'V99'" in (bad.error or "") and "8xH200" in (bad.error or "")
+
+
+# ---------------------------------------------------------------- engine rules at the source
+
+OLD_MODELOPT = """\
+class ModelOptFp8Config(QuantizationConfig):
+    @classmethod
+    def get_name(cls) -> str:
+        return "modelopt_fp8"
+
+    @classmethod
+    def get_min_capability(cls) -> int:
+        return 89  # Minimum hardware capability (e.g., Hopper GPUs).
+
+
+class ModelOptFp4Config(QuantizationConfig):
+    @classmethod
+    def get_name(cls) -> str:
+        return "modelopt_fp4"
+
+    @classmethod
+    def get_min_capability(cls) -> int:
+        return 100
+"""
+OLD_RUNNER = """\
+class ModelRunner:
+    def profile_max_num_token(self, total_gpu_memory: int):
+        cell_size = (
+            self.model_config.get_num_kv_heads(get_attention_tp_size())
+            * (self.model_config.head_dim + self.model_config.v_head_dim)
+            * num_layers
+            * torch._utils._element_size(self.kv_cache_dtype)
+        )
+"""
+
+
+def fake_sglang(site: Path, version: str) -> None:
+    """An installed SGLang as an older release wrote these two rules (NVFP4 needed SM100)."""
+    pkg = site / "sglang"
+    for rel, text in (
+        ("__init__.py", ""),
+        ("srt/layers/quantization/modelopt_quant.py", OLD_MODELOPT),
+        ("srt/model_executor/model_runner.py", OLD_RUNNER),
+    ):
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    meta = site / f"sglang-{version}.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+
+
+@pytest.mark.ssh
+def test_installed_engine_source_is_quoted_and_its_rule_wins(
+    models: Path, ssh_host_factory: Any
+) -> None:
+    site = models / "site"
+    fake_sglang(site, "0.4.9")
+    python = models / "bin" / "python3"  # the host's python3, seeing that site-packages
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec python3 "$@"\n')
+    python.chmod(0o755)
+    remote = ssh_host_factory("remote", [str(models)])
+    remote.config.python = str(python)
+    result = execute(
+        ToolContext(hosts={"remote": remote}),
+        "capacity_plan",
+        {"host": "remote", "model_dir": str(models / "Qwen3.5-NVFP4"), "gpus": "8xH200", "tp": 8},
+    )
+    assert result.ok, result.error
+    data = result.data
+    assert data["rules_from"] == f"sglang 0.4.9 installed at {site / 'sglang'}"
+    quant = reason(data, "quantization_on_gpu")
+    assert quant["evidence"][0] == {
+        "source": f"remote:{site}/sglang/srt/layers/quantization/modelopt_quant.py:18",
+        "quote": "return 100",
+    }
+    assert not quant["ok"] and "refused at load" in quant["detail"]
+    assert data["quant_min_capability"] == 100
+    assert data["verdict"] == "incompatible"
+    kv = reason(data, "kv_holds_one_request")
+    assert kv["evidence"][0] == {
+        "source": f"remote:{site}/sglang/srt/model_executor/model_runner.py:5",
+        "quote": "* (self.model_config.head_dim + self.model_config.v_head_dim)",
+    }
+    assert data["kv_bytes_per_token_per_gpu"] == 15_360  # numbers still computed
+    assert f"remote:{site}/sglang/srt/layers/quantization/modelopt_quant.py:18: return 100" in (
+        result.output
+    )
+
+
+def test_without_the_engine_the_built_in_version_is_named(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", gpus="8xH100", tp=8)
+    assert data["engine_source"] is None
+    assert data["rules_from"].startswith("built-in rules of sglang 0.5.23")
+    assert "rules: built-in rules of sglang 0.5.23" in data["_output"]
