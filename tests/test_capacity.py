@@ -6,6 +6,7 @@ checkpoint holds; the numbers below are worked by hand from the models' config.j
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -310,3 +311,40 @@ def test_without_the_engine_the_built_in_version_is_named(models: Path) -> None:
     assert data["engine_source"] is None
     assert data["rules_from"].startswith("built-in rules of sglang 0.5.23")
     assert "rules: built-in rules of sglang 0.5.23" in data["_output"]
+
+
+# ---------------------------------------------------------------- the host's own GPUs
+
+
+@pytest.fixture
+def eight_h100(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An nvidia-smi on PATH that reports 8 H100s with 81,000 MiB each (the table says 81,559)."""
+    lines = "".join(f"{i}, NVIDIA H100 80GB HBM3, 81000, 3, 0, 550.54.15, 9.0\\n" for i in range(8))
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\nprintf '{lines}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+
+
+@pytest.mark.usefixtures("eight_h100")
+def test_the_hosts_gpus_are_used_when_none_are_named(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", tp=8, context_length=8192)
+    assert data["gpus_from"] == "nvidia-smi on local"
+    assert data["gpu_count"] == 8 and data["gpu"]["memory_mib"] == 81000
+    assert data["pool"]["gpu_memory_bytes"] == 81000 * MIB
+    (fit,) = [r for r in data["reasons"] if r["check"] == "weights_fit"]
+    assert fit["evidence"][0] == {
+        "source": "nvidia-smi on local",
+        "quote": "GPU 0: NVIDIA H100 80GB HBM3, 3/81000 MiB used, util 0%, driver 550.54.15, "
+        "compute capability 9.0",
+    }
+
+
+@pytest.mark.usefixtures("eight_h100")
+def test_the_hosts_real_gpu_wins_over_the_table_row(models: Path) -> None:
+    named = plan(models, "Llama-3-70B", gpus="8xH100-SXM", tp=8)
+    assert named["gpu"]["memory_mib"] == 81000  # measured, not the table's 81,559
+    assert named["gpus_from"] == "gpus=8xH100-SXM, measured by nvidia-smi on local"
+    other = plan(models, "Llama-3-70B", gpus="8xH200", tp=8)  # not the host's part: the table
+    assert other["gpu"]["memory_mib"] == 143771 and "built-in table" in other["gpus_from"]

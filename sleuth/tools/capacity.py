@@ -140,17 +140,20 @@ def capacity_plan(ctx: ToolContext, args: CapacityInput) -> ToolResult:
     with ThreadPoolExecutor(3) as pool:  # the header pass dominates; the rest rides along
         summary_f = pool.submit(summarize, sandboxed, model_dir)
         env_f = pool.submit(_python_env, sandboxed)
-        gpus_f = (
-            pool.submit(gpu_info, ctx, GpuInfoInput(host=args.host)) if choice is None else None
-        )
+        gpus_f = pool.submit(gpu_info, ctx, GpuInfoInput(host=args.host))
         config = _read_config(sandboxed, model_dir)
-        summary, env = summary_f.result(), env_f.result()
-        gpus = gpus_f.result() if gpus_f else None
+        summary, env, gpus = summary_f.result(), env_f.result(), gpus_f.result()
     try:
         shape = model_shape(config)
     except ConfigError as exc:
         raise ToolError(f"{model_dir}/config.json: {exc}; capacity_plan needs it") from None
-    if choice is not None:
+    host_gpu = _host_gpu(args.host, gpus) if (gpus.data or {}).get("gpus") else None
+    if choice is not None and host_gpu is not None and host_gpu[0].key == choice.spec.key:
+        # The host has this very part: its nvidia-smi figures win over the table's.
+        gpu, _, gpu_evidence = host_gpu
+        count = choice.count or args.tp * args.pp * args.dp
+        gpus_from = f"gpus={args.gpus}, measured by nvidia-smi on {args.host}"
+    elif choice is not None:
         gpu, count = choice.spec, choice.count or args.tp * args.pp * args.dp
         gpu_evidence = Evidence(source=gpu.source, quote=f"{gpu.smi_name}: {gpu.memory_mib} MiB, "
                                 f"compute capability {gpu.compute_capability}")  # fmt: skip
@@ -168,7 +171,7 @@ def capacity_plan(ctx: ToolContext, args: CapacityInput) -> ToolResult:
 
 
 def _read_config(sandboxed: SandboxedHost, model_dir: str) -> dict[str, Any]:
-    path = posixpath.join(model_dir, "config.json")
+    path = sandboxed.resolve(posixpath.join(model_dir, "config.json"))  # a link stays in roots
     try:
         raw = read_whole(sandboxed.host, path, size=16 * 1024 * 1024)
         doc = json.loads(raw)
@@ -193,8 +196,8 @@ def _python_env(sandboxed: SandboxedHost) -> PythonEnv | None:
         return None  # no engine found: the built-in rules are used and the output says so
 
 
-def _host_gpu(host: str, gpus: ToolResult | None) -> tuple[GpuSpec, int, Evidence]:
-    found = ((gpus.data or {}).get("gpus") or []) if gpus else []
+def _host_gpu(host: str, gpus: ToolResult) -> tuple[GpuSpec, int, Evidence]:
+    found = (gpus.data or {}).get("gpus") or []
     if not found:
         raise ToolError(
             f"host {host!r} has no GPU that nvidia-smi reports; pass gpus=8xH200 (or another "
@@ -209,9 +212,7 @@ def _host_gpu(host: str, gpus: ToolResult | None) -> tuple[GpuSpec, int, Evidenc
         compute_capability=first["compute_capability"],
         source=f"nvidia-smi on {host}",
     )
-    line = next(
-        (ln for ln in (gpus.output if gpus else "").splitlines() if ln.startswith("GPU 0:")), ""
-    )
+    line = next((ln for ln in gpus.output.splitlines() if ln.startswith("GPU 0:")), "")
     return spec, len(found), Evidence(source=f"nvidia-smi on {host}", quote=line)
 
 
@@ -332,8 +333,10 @@ def _plan(
             check="recurrent_state",
             ok=True,
             detail=f"{shape.linear_layers} linear-attention layers keep "
-            f"{state:,} B of state per request per GPU, outside the KV cell; SGLang gives the "
-            f"state pool 0.9/1.9 of what is left ({rules.gib(state_total)})",
+            f"{state:,} B of state per request per GPU, outside the KV cell; "
+            + (f"SGLang gives the state pool 0.9/1.9 of what is left ({rules.gib(state_total)})"
+               if args.engine == "sglang" else
+               "vLLM keeps it per running request in the same pool (not subtracted here)"),
             evidence=[rules_ev(rules.SG_HYBRID_LAYERS), rules_ev(rules.SG_MAMBA_SPLIT),
                       *(ev[k] for k in ("layer_types",) if k in ev)],
         ))  # fmt: skip
@@ -408,9 +411,8 @@ def _divisibility(
     out = []
     heads_ok = shape.attention_heads % args.tp == 0
     kv_note = (
-        f"; {shape.kv_heads} kv heads < tp {args.tp}: each kv head is replicated on "
-        f"{args.tp // max(1, shape.kv_heads)} GPUs"
-        if shape.kv_heads < args.tp
+        f" < tp {args.tp}: each kv head is replicated on {args.tp // max(1, shape.kv_heads)} GPUs"
+        if shape.kv_heads < args.tp and not shape.mla
         else ""
     )
     kv_ok = shape.mla or (
@@ -424,8 +426,8 @@ def _divisibility(
         detail=f"{shape.attention_heads} attention heads ÷ tp {args.tp}"
         + ("" if heads_ok else " is not whole: the engine refuses this tp")
         + ("" if shape.mla else f"; {shape.kv_heads} kv heads")
-        + ("" if kv_ok else " do not divide evenly")
-        + kv_note,
+        + kv_note
+        + ("" if kv_ok else " (tp and the kv heads do not divide one another)"),
         evidence=[ev[k] for k in ("attention_heads", "kv_heads") if k in ev],
     ))  # fmt: skip
     if shape.experts:
