@@ -70,6 +70,8 @@ def reason(data: dict[str, Any], check: str) -> dict[str, Any]:
         ("Llama-3-70B", {"tp": 4}, 2 * 256 * 80 * 2),  # 81,920
         ("Llama-3-70B", {"tp": 16}, 1 * 256 * 80 * 2),  # kv heads replicated past 8
         ("Llama-3-70B", {"tp": 4, "engine": "vllm"}, 2 * 256 * 80 * 2),
+        # pp 2: each stage caches its own 40 layers.
+        ("Llama-3-70B", {"tp": 4, "pp": 2}, 2 * 256 * 40 * 2),
         # Hybrid linear attention: only the 15 full-attention layers of 60 hold KV.
         ("Qwen3.5-NVFP4", {"tp": 8}, 1 * 512 * 15 * 2),  # 15,360
         ("Qwen3.5-NVFP4", {"tp": 1}, 2 * 512 * 15 * 2),  # 30,720
@@ -85,7 +87,8 @@ def reason(data: dict[str, Any], check: str) -> dict[str, Any]:
 def test_kv_bytes_per_token_per_gpu_match_the_hand_worked_cell(
     models: Path, model: str, args: dict[str, Any], expected: int
 ) -> None:
-    data = plan(models, model, gpus=f"{args.get('tp', 1)}xH200", **args)
+    gpus = args.get("tp", 1) * args.get("pp", 1)
+    data = plan(models, model, gpus=f"{gpus}xH200", **args)
     assert data["kv_bytes_per_token_per_gpu"] == expected
     assert f"KV bytes per token per GPU: {expected:,}" in data["_output"]
 

@@ -260,8 +260,9 @@ def _plan(
         v_head_dim=shape.v_head_dim,
         kv_lora_rank=shape.kv_lora_rank,
         qk_rope_head_dim=shape.qk_rope_head_dim,
-        full_layers=shape.full_layers,
-        swa_layers=shape.swa_layers,
+        # Each pipeline stage caches only its own layers.
+        full_layers=-(-shape.full_layers // args.pp),
+        swa_layers=-(-shape.swa_layers // args.pp),
     )
     if args.engine == "sglang":
         cell = rules.sglang_kv_cell(kv_shape, args.tp, elem, fp4, draft_layers)

@@ -218,7 +218,8 @@ def weights_per_gpu(
     Vocab-parallel embeddings, attention and dense MLP: ÷ tp. K/V projections: ÷ min(tp,
     kv_heads) (kv heads are replicated past that). Routed experts: ÷ max(tp, ep) (experts
     across ep, each split by tp ÷ ep). Norms, routers, 0-d scales: whole on every GPU.
-    Layers split over pp stages (the largest stage counted); MTP only when loaded.
+    Layer weights ÷ pp (a stage's share); embeddings, head and final norm counted whole, a
+    bound for the first and last stage; MTP only when loaded.
     """
     total = replicated = experts = mtp = 0
     layer_bytes = other = 0
