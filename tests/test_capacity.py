@@ -351,3 +351,29 @@ def test_the_hosts_real_gpu_wins_over_the_table_row(models: Path) -> None:
     assert named["gpus_from"] == "gpus=8xH100-SXM, measured by nvidia-smi on local"
     other = plan(models, "Llama-3-70B", gpus="8xH200", tp=8)  # not the host's part: the table
     assert other["gpu"]["memory_mib"] == 143771 and "built-in table" in other["gpus_from"]
+
+
+def test_an_engine_outside_the_roots_still_picks_its_releases_rule(
+    models: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"  # outside the roots: its source cannot be read, its version can
+    fake_sglang(site, "0.5.9")
+    python = tmp_path / "python3"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec python3 "$@"\n')
+    python.chmod(0o755)
+    config = HostConfig(roots=[str(models)], python=str(python))
+    ctx = ToolContext(hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())})
+    args = {"model_dir": str(models / "Qwen3.5-NVFP4"), "gpus": "8xH200", "tp": 8}
+    data = execute(ctx, "capacity_plan", args).data
+    assert data["rules_from"] == (
+        "built-in rules of sglang 0.5.23 (sglang 0.5.9 is installed outside the host's roots)"
+    )
+    quant = reason(data, "quantization_on_gpu")
+    assert quant["evidence"][0]["source"].startswith("sglang 0.5.12 python/sglang/srt/")
+    assert "sglang 0.5.9 requires compute capability ≥ 10.0" in quant["detail"]
+    assert data["verdict"] == "incompatible"
+    newer = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(models)]), Limits())
+    assert (
+        execute(ToolContext(hosts={"local": newer}), "capacity_plan", args).data["verdict"]
+        == "fits"
+    )  # without an install: 0.5.23's rule, the weight-only fallback

@@ -82,7 +82,7 @@ class PoolTerms(BaseModel):
 
 class CapacityPlan(BaseModel):
     model_dir: str
-    engine: str
+    engine: rules.Engine
     rules_from: str
     """`host source` when the installed engine's lines were read, else the built-in version."""
     gpu: GpuSpec
@@ -163,7 +163,7 @@ def capacity_plan(ctx: ToolContext, args: CapacityInput) -> ToolResult:
         gpus_from = f"nvidia-smi on {args.host}"
     plan = _plan(args, model_dir, shape, summary, gpu, count, gpu_evidence, gpus_from)
     source = _engine_source(sandboxed, env, args.engine, plan.quant_method, shape.mla)
-    _apply_source(plan, source, gpu)
+    _apply_source(plan, source, gpu, _installed_version(env, args.engine))
     output, cut = cap_output(
         plan_text(plan), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
     )
@@ -214,6 +214,14 @@ def _host_gpu(host: str, gpus: ToolResult) -> tuple[GpuSpec, int, Evidence]:
     )
     line = next((ln for ln in gpus.output.splitlines() if ln.startswith("GPU 0:")), "")
     return spec, len(found), Evidence(source=f"nvidia-smi on {host}", quote=line)
+
+
+def _installed_version(env: PythonEnv | None, engine: str) -> str | None:
+    """The engine's version on the host, wherever it is installed (inside the roots or not)."""
+    for pkg in env.packages if env else []:
+        if pkg.name == engine and pkg.installed:
+            return pkg.version
+    return None
 
 
 def _engine_source(
@@ -582,30 +590,50 @@ def _verdict(reasons: list[Reason]) -> Literal["fits", "does_not_fit", "incompat
     return "does_not_fit" if failed else "fits"
 
 
-def _apply_source(plan: CapacityPlan, source: EngineSource | None, gpu: GpuSpec) -> None:
-    """Quote the installed engine's lines; its min capability replaces the built-in one."""
+def _apply_source(
+    plan: CapacityPlan, source: EngineSource | None, gpu: GpuSpec, installed: str | None
+) -> None:
+    """Quote the installed engine's lines; its min capability replaces the built-in one.
+
+    An engine installed outside the roots cannot be read, but its version still picks the
+    built-in rule of that release where a rule changed between releases.
+    """
     if source is None:
-        plan.rules_from = (
-            f"built-in rules of {plan.rules_from} ({plan.engine} not found inside the host's roots)"
+        where = (
+            f"{plan.engine} {installed} is installed outside the host's roots"
+            if installed
+            else f"{plan.engine} not found on the host"
         )
+        plan.rules_from = f"built-in rules of {plan.rules_from} ({where})"
+        rule = rules.quant_rules(plan.engine).get(plan.quant_method or "")
+        if installed and rule is not None and rule.for_version(installed)[1] is not rule.rule:
+            value, line = rule.for_version(installed)
+            _set_floor(plan, gpu, value, rules_ev(line), f"{plan.engine} {installed}")
         return
     plan.engine_source = source
-    plan.rules_from = f"{plan.engine} {source.version or ''} installed at {source.root}".replace(
-        "  ", " "
-    )
+    version = f" {source.version}" if source.version else ""
+    plan.rules_from = f"{plan.engine}{version} installed at {source.root}"
     for reason in plan.reasons:
         if reason.check == "kv_holds_one_request" and source.kv_cell:
             reason.evidence.insert(0, source.kv_cell)
-        if reason.check == "quantization_on_gpu" and source.min_capability:
-            found = source.min_capability
-            plan.quant_min_capability = found.value
-            reason.ok = gpu.capability >= found.value
+    if source.min_capability:
+        found = source.min_capability
+        _set_floor(plan, gpu, found.value, found.evidence, f"the installed {plan.engine}")
+    plan.verdict = _verdict(plan.reasons)
+
+
+def _set_floor(plan: CapacityPlan, gpu: GpuSpec, value: int, line: Evidence, who: str) -> None:
+    """The quantisation check against `who`'s own minimum capability, quoted first."""
+    plan.quant_min_capability = value
+    for reason in plan.reasons:
+        if reason.check == "quantization_on_gpu":
+            reason.ok = gpu.capability >= value
             reason.detail = (
-                f"the installed {plan.engine} requires compute capability ≥ "
-                f"{found.value / 10:.1f} for {plan.quant_method}; {gpu.smi_name} has "
-                f"{gpu.compute_capability}: {'loads' if reason.ok else 'refused at load'}"
+                f"{who} requires compute capability ≥ {value / 10:.1f} for "
+                f"{plan.quant_method}; {gpu.smi_name} has {gpu.compute_capability}: "
+                f"{'loads' if reason.ok else 'refused at load'}"
             )
-            reason.evidence.insert(0, found.evidence)
+            reason.evidence.insert(0, line)
     plan.verdict = _verdict(plan.reasons)
 
 

@@ -309,6 +309,31 @@ class QuantRule(BaseModel):
     native_capability: int
     """Below this the engine loads through a slower fallback (weight-only Marlin)."""
     rule: Rule
+    earlier: EarlierRule | None = None
+    """The rule as releases before `earlier.since` had it, when it changed."""
+
+    def for_version(self, version: str | None) -> tuple[int, Rule]:
+        """The minimum capability (and its line) of an installed release, by its version."""
+        if self.earlier and version and _version(version) < _version(self.earlier.since):
+            return self.earlier.min_capability, self.earlier.rule
+        return self.min_capability, self.rule
+
+
+class EarlierRule(BaseModel):
+    since: str
+    """The first release with the current rule."""
+    min_capability: int
+    rule: Rule
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in text.split("."):
+        digits = "".join(c for c in part if c.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
 
 
 SGLANG_QUANT: dict[str, QuantRule] = {
@@ -317,6 +342,15 @@ SGLANG_QUANT: dict[str, QuantRule] = {
         min_capability=80,
         native_capability=100,
         rule=_sg("layers/quantization/modelopt_quant.py", 1550, "return 80  (ModelOptFp4Config)"),
+        # Releases up to 0.5.12 refused NVFP4 below Blackwell; 0.5.13 added the fallback.
+        earlier=EarlierRule(
+            since="0.5.13",
+            min_capability=100,
+            rule=Rule(
+                source="sglang 0.5.12 python/sglang/srt/layers/quantization/modelopt_quant.py:1135",
+                quote="return 100  (ModelOptFp4Config; sglang <= 0.5.12)",
+            ),
+        ),
     ),
     "modelopt_fp8": QuantRule(
         method="modelopt_fp8",
