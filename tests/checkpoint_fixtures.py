@@ -314,6 +314,12 @@ def big_moe_config(layers: int = BIG["layers"], experts: int = BIG["experts"]) -
                         "full_attention"] * (layers // 4),
         "full_attention_interval": 4, "mtp_num_hidden_layers": 1,
         "mtp_use_dedicated_embeddings": False,
+        # Qwen3.5-397B-A17B's attention: 32 query heads, 2 KV heads of 256 (gated, so
+        # q_proj is 2 × 32 × 256), Gated-DeltaNet linear attention in the other layers.
+        "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 256,
+        "max_position_embeddings": 262_144, "torch_dtype": "bfloat16",
+        "linear_num_key_heads": 16, "linear_num_value_heads": 64, "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
     }  # fmt: skip
     return {
         "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
@@ -347,3 +353,173 @@ def corrupt(path: Path, offset: int, data: bytes) -> None:
     with open(path, "r+b") as fh:
         fh.seek(offset)
         fh.write(data)
+
+
+# ---------------------------------------------------------------- real model shapes (capacity)
+#
+# Configs of public models with every tensor their checkpoints hold (names, dtypes, shapes),
+# written as sparse shards: real headers, the data a hole. Sizes from the models' own
+# config.json on the Hugging Face Hub.
+
+
+def fp8_block(prefix: str, out_f: int, in_f: int) -> dict[str, Spec]:
+    """DeepSeek-style FP8 with 128×128 block scales."""
+    return {
+        f"{prefix}.weight": ("F8_E4M3", [out_f, in_f]),
+        f"{prefix}.weight_scale_inv": ("F32", [-(-out_f // 128), -(-in_f // 128)]),
+    }
+
+
+DEEPSEEK_V3 = {
+    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+    "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+    "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
+    "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "vocab_size": 129280, "max_position_embeddings": 163840, "num_nextn_predict_layers": 1,
+    "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+                     "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+    "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                            "weight_block_size": [128, 128]},
+}  # fmt: skip
+
+
+def deepseek_v3_tensors(experts: int = 256) -> dict[str, Spec]:
+    """DeepSeek-V3's tensors: MLA attention, 3 dense layers, MoE, one MTP layer (layer 61)."""
+    c = DEEPSEEK_V3
+    h, heads, vocab = c["hidden_size"], c["num_attention_heads"], c["vocab_size"]
+    out: dict[str, Spec] = {"model.embed_tokens.weight": ("BF16", [vocab, h])}
+    for i in range(c["num_hidden_layers"] + 1):
+        p = f"model.layers.{i}"
+        out[f"{p}.input_layernorm.weight"] = ("BF16", [h])
+        out[f"{p}.post_attention_layernorm.weight"] = ("BF16", [h])
+        a = f"{p}.self_attn"
+        out.update(fp8_block(f"{a}.q_a_proj", 1536, h))
+        out[f"{a}.q_a_layernorm.weight"] = ("BF16", [1536])
+        out.update(fp8_block(f"{a}.q_b_proj", heads * 192, 1536))
+        out.update(fp8_block(f"{a}.kv_a_proj_with_mqa", 512 + 64, h))
+        out[f"{a}.kv_a_layernorm.weight"] = ("BF16", [512])
+        out.update(fp8_block(f"{a}.kv_b_proj", heads * 256, 512))
+        out.update(fp8_block(f"{a}.o_proj", h, heads * 128))
+        if i < c["first_k_dense_replace"]:
+            inter = c["intermediate_size"]
+            out.update(fp8_block(f"{p}.mlp.gate_proj", inter, h))
+            out.update(fp8_block(f"{p}.mlp.up_proj", inter, h))
+            out.update(fp8_block(f"{p}.mlp.down_proj", h, inter))
+        else:
+            inter = c["moe_intermediate_size"]
+            out[f"{p}.mlp.gate.weight"] = ("BF16", [experts, h])
+            out[f"{p}.mlp.gate.e_score_correction_bias"] = ("F32", [experts])
+            for e in [*(f"experts.{x}" for x in range(experts)), "shared_experts"]:
+                out.update(fp8_block(f"{p}.mlp.{e}.gate_proj", inter, h))
+                out.update(fp8_block(f"{p}.mlp.{e}.up_proj", inter, h))
+                out.update(fp8_block(f"{p}.mlp.{e}.down_proj", h, inter))
+        if i == c["num_hidden_layers"]:  # the MTP layer's extra parts
+            out[f"{p}.enorm.weight"] = ("BF16", [h])
+            out[f"{p}.hnorm.weight"] = ("BF16", [h])
+            out[f"{p}.eh_proj.weight"] = ("BF16", [h, 2 * h])
+            out[f"{p}.shared_head.norm.weight"] = ("BF16", [h])
+            out[f"{p}.shared_head.head.weight"] = ("BF16", [vocab, h])
+    out["model.norm.weight"] = ("BF16", [h])
+    out["lm_head.weight"] = ("BF16", [vocab, h])
+    return out
+
+
+LLAMA3_70B = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+    "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64,
+    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192,
+    "rope_theta": 500000.0, "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+}  # fmt: skip
+
+
+def llama3_70b_tensors(fp8: bool = False) -> dict[str, Spec]:
+    """Meta-Llama-3-70B's tensors; `fp8`: as NVIDIA's ModelOpt FP8 export (per-tensor scales)."""
+    c = LLAMA3_70B
+    h, inter, vocab = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    kv = c["num_key_value_heads"] * 128
+
+    def linear(name: str, out_f: int, in_f: int) -> dict[str, Spec]:
+        if not fp8:
+            return {f"{name}.weight": ("BF16", [out_f, in_f])}
+        scales = {f"{name}.weight_scale": ("F32", []), f"{name}.input_scale": ("F32", [])}
+        return {f"{name}.weight": ("F8_E4M3", [out_f, in_f]), **scales}
+
+    out: dict[str, Spec] = {"model.embed_tokens.weight": ("BF16", [vocab, h])}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}"
+        out[f"{p}.input_layernorm.weight"] = ("BF16", [h])
+        for proj, o, n in (
+            ("q_proj", h, h),
+            ("k_proj", kv, h),
+            ("v_proj", kv, h),
+            ("o_proj", h, h),
+        ):
+            out.update(linear(f"{p}.self_attn.{proj}", o, n))
+        for proj, o, n in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
+            out.update(linear(f"{p}.mlp.{proj}", o, n))
+        out[f"{p}.post_attention_layernorm.weight"] = ("BF16", [h])
+    out["model.norm.weight"] = ("BF16", [h])
+    out["lm_head.weight"] = ("BF16", [vocab, h])
+    return out
+
+
+GPT_OSS_20B = {
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,
+    "intermediate_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64,
+    "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 32,
+    "num_experts_per_tok": 4, "sliding_window": 128, "vocab_size": 201088,
+    "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    "layer_types": ["sliding_attention", "full_attention"] * 12,
+    "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096,
+                     "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False},
+}  # fmt: skip
+
+
+def gpt_oss_20b_tensors() -> dict[str, Spec]:
+    """gpt-oss-20b in BF16 (as unsloth/gpt-oss-20b-BF16): fused expert tensors, sinks."""
+    c = GPT_OSS_20B
+    h, e, vocab = c["hidden_size"], c["num_local_experts"], c["vocab_size"]
+    q, kv = c["num_attention_heads"] * 64, c["num_key_value_heads"] * 64
+    out: dict[str, Spec] = {"model.embed_tokens.weight": ("BF16", [vocab, h])}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}"
+        out[f"{p}.input_layernorm.weight"] = ("BF16", [h])
+        out[f"{p}.post_attention_layernorm.weight"] = ("BF16", [h])
+        for proj, o, n in (
+            ("q_proj", q, h),
+            ("k_proj", kv, h),
+            ("v_proj", kv, h),
+            ("o_proj", h, q),
+        ):
+            out[f"{p}.self_attn.{proj}.weight"] = ("BF16", [o, n])
+            out[f"{p}.self_attn.{proj}.bias"] = ("BF16", [o])
+        out[f"{p}.self_attn.sinks"] = ("BF16", [c["num_attention_heads"]])
+        out[f"{p}.mlp.router.weight"] = ("BF16", [e, h])
+        out[f"{p}.mlp.router.bias"] = ("BF16", [e])
+        out[f"{p}.mlp.experts.gate_up_proj"] = ("BF16", [e, h, 2 * c["intermediate_size"]])
+        out[f"{p}.mlp.experts.gate_up_proj_bias"] = ("BF16", [e, 2 * c["intermediate_size"]])
+        out[f"{p}.mlp.experts.down_proj"] = ("BF16", [e, c["intermediate_size"], h])
+        out[f"{p}.mlp.experts.down_proj_bias"] = ("BF16", [e, h])
+    out["model.norm.weight"] = ("BF16", [h])
+    out["lm_head.weight"] = ("BF16", [vocab, h])
+    return out
+
+
+def shaped_checkpoint(
+    folder: Path,
+    config: dict[str, Any],
+    tensors: dict[str, Spec],
+    *,
+    hf_quant: dict[str, Any] | None = None,
+    shard_bytes: int = 10_000_000_000,
+) -> dict[str, Spec]:
+    """Write `tensors` as sparse shards with their index and `config` (and hf_quant_config)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_sharded(folder, tensors, shard_bytes, sparse=True)
+    write_config(folder, config)
+    if hf_quant is not None:
+        write_config(folder, hf_quant, "hf_quant_config.json")
+    return tensors

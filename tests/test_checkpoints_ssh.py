@@ -71,6 +71,8 @@ def test_summary_without_python_uses_sftp_and_reads_only_headers(
     before = remote(ctx).bytes_read_sftp
     over = run(ctx, "remote", "checkpoint_summary", model_dir=str(folder))
     assert over["via"] == "sftp"
+    note = over["warnings"].pop(0)  # the one difference: the slower path says why it ran
+    assert note.startswith("fell back to the sftp path") and "no-such-python3" in note
     assert {k: over[k] for k in COMPARED} == {k: local[k] for k in COMPARED}
     expected = metadata_bytes(folder)
     assert remote(ctx).bytes_read_sftp - before == expected == over["bytes_read_on_host"]

@@ -106,6 +106,19 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "latency",
         "ttft",
     ),
+    "capacity": (
+        "fit",
+        "kv cache",
+        "kv-cache",
+        "how much context",
+        "how long a context",
+        "context length",
+        "out of memory",
+        "oom",
+        "enough memory",
+        "how many tokens",
+        "concurrent requests",
+    ),
     "engine": ("flag", "support", "backend", "which option", "turns on", "enable", "kernel"),
     "mtp": ("mtp", "nextn", "multi-token", "multi token", "draft head", "mtp head"),
     "quant": (
@@ -141,6 +154,7 @@ FAMILY_HELP = {
     "env": "environment: installed sglang/vllm/torch/transformers/flashinfer and GPUs",
     "serve": "serve and benchmark: launch a server, benchmark it, stop it (needs permission); "
     "with speculative decoding named, the same load without and with it, compared",
+    "capacity": "capacity: will a checkpoint fit on N GPUs at a tp and context, and how much KV",
 }
 
 
@@ -148,6 +162,8 @@ def route(q: Question) -> str | None:
     """The family a question belongs to; words that name a subject outrank general ones."""
     if q.has(*FAMILIES["serve"]):
         return "serve"
+    if q.has(*FAMILIES["capacity"]):
+        return "capacity"
     if q.has(*FAMILIES["engine"]) and (q.has("sglang", "vllm", "engine") or _feature_word(q)):
         return "engine"
     for family in ("mtp", "quant", "arch", "env"):
@@ -692,6 +708,111 @@ def _plan_speculative_ab(q: Question, engine: str, model: str, port: int, concur
     return _summary_text([report])
 
 
+_GPUS = re.compile(r"\b(\d+)\s*[x×]\s*((?:nvidia[\s-]*)?[a-z]{1,3}\d{2,3}[a-z0-9-]*)", re.I)
+_GPU_NAME = re.compile(r"\b((?:gb|b|h|a|l)\d{2,3}s?(?:-?(?:sxm|pcie|nvl|\d+gb))*)\b", re.I)
+_CONTEXT = re.compile(
+    r"(\d+(?:\.\d+)?)\s*([km])?\s*(?:tokens?\s+(?:of\s+)?)?context"
+    r"|context(?:\s+length)?\s+(?:of\s+)?(\d+(?:\.\d+)?)\s*([km])?",
+    re.I,
+)
+
+
+def capacity_input(q: Question, model_dir: str) -> dict[str, Any]:
+    """capacity_plan's input from the question's words: GPUs, parallelism, context, engine."""
+    args: dict[str, Any] = {"host": q.host, "model_dir": model_dir}
+    text = q.text
+    gpus = _GPUS.search(text)
+    if gpus:
+        args["gpus"] = f"{gpus.group(1)}x{gpus.group(2)}"
+    elif named := _GPU_NAME.search(text):
+        args["gpus"] = named.group(1)
+    for key in ("tp", "pp", "dp", "ep"):
+        found = re.search(rf"\b{key}(?:[\s=-]*size)?[\s=:]*(\d+)\b", text, re.I)
+        if found:
+            args[key] = int(found.group(1))
+    if "tp" not in args and gpus:
+        args["tp"] = int(gpus.group(1))
+    context = _CONTEXT.search(text)
+    if context:
+        number, unit = context.group(1) or context.group(3), context.group(2) or context.group(4)
+        scale = {"k": 1024, "m": 1024 * 1024}.get((unit or "").lower(), 1)
+        args["context_length"] = int(float(number) * scale)
+    if q.has("vllm"):
+        args["engine"] = "vllm"
+    if re.search(r"fp8\s+kv|kv(?:\s+cache)?\s+(?:in\s+)?fp8", text, re.I):
+        args["kv_cache_dtype"] = "fp8_e4m3"
+    if q.has("mtp", "nextn", "eagle", "speculative"):
+        args["speculative"] = "eagle" if q.has("eagle") else "mtp"
+    return args
+
+
+def plan_capacity(q: Question) -> Plan:
+    dirs = yield from _model_dirs(q)
+    if not dirs:
+        return _no_checkpoint(q)
+    (result,) = yield [Call("capacity_plan", capacity_input(q, dirs[0]))]
+    if result.is_error:
+        report = Report(
+            f"capacity_plan could not answer for {dirs[0]}: {result.output.strip()[:300]}",
+            "unknown",
+            0.4,
+            [(result, result.line("error"))],
+        )
+        yield [report]
+        return _summary_text([report])
+    reports = _capacity_reports(result)
+    yield reports
+    return _summary_text(reports)
+
+
+def _capacity_reports(r: Result) -> list[Report]:
+    d = r.data or {}
+    verdict = d.get("verdict")
+    gpu = (d.get("gpu") or {}).get("smi_name", "the GPUs")
+    setup = (
+        f"{d.get('model_dir')} on {d.get('gpu_count')}× {gpu} with {d.get('engine')} "
+        f"tp {d.get('tp')}"
+        + (f" pp {d['pp']}" if d.get("pp", 1) > 1 else "")
+        + f" at a {d.get('context_length', 0):,}-token context"
+    )
+    said = {"fits": "fits", "does_not_fit": "does not fit", "incompatible": "will not load"}
+    failed = [x for x in d.get("reasons", []) if not x.get("ok")]
+    why = "; ".join(f"{x['check']}: {x['detail']}" for x in failed[:3])
+    reports = [
+        Report(
+            f"{setup}: {said.get(str(verdict), verdict)}. Weights take "
+            f"{d.get('weight_bytes_per_gpu', 0) / 2**30:.2f} GiB per GPU; the KV cache costs "
+            f"{d.get('kv_bytes_per_token_per_gpu', 0):,} bytes per token per GPU, so the pool "
+            f"holds {d.get('max_kv_tokens', 0):,} tokens: "
+            f"{d.get('max_concurrent_at_context', 0):,} concurrent request(s) at that context"
+            + (f". Blocking: {why}" if failed else ""),
+            "yes" if verdict == "fits" else "no",
+            0.8 if verdict == "fits" else 0.85,
+            [
+                (r, r.line("verdict:")),
+                (r, r.line("KV bytes per token per GPU:")),
+                (r, r.line("max KV tokens:")),
+                *((r, r.line(f"[FAIL] {x['check']}:")) for x in failed[:2]),
+            ],
+            [
+                "Confirm with one launch: SGLang logs 'KV Cache is allocated. #tokens', vLLM "
+                "'GPU KV cache size: N tokens'."
+            ],
+        )
+    ]
+    quant = next((x for x in d.get("reasons", []) if x["check"] == "quantization_on_gpu"), None)
+    if quant is not None:
+        reports.append(
+            Report(
+                f"Quantisation on {gpu}: {quant['detail']}",
+                "yes" if quant["ok"] else "no",
+                0.8,
+                [(r, r.line("quantization_on_gpu:")), (r, r.line("rules:"))],
+            )
+        )
+    return reports
+
+
 def _unroutable(q: Question) -> Plan:
     families = "\n".join(f"- {text}" for text in FAMILY_HELP.values())
     return (
@@ -717,4 +838,5 @@ PLANS: dict[str, Callable[[Question], Plan]] = {
     "env": plan_env,
     "engine": plan_engine,
     "serve": plan_serve,
+    "capacity": plan_capacity,
 }

@@ -221,23 +221,31 @@ def checkpoint_summary(ctx: ToolContext, args: SummaryInput) -> ToolResult:
 
 
 def summarize(sandboxed: SandboxedHost, model_dir: str) -> CheckpointSummary:
-    """Run the analysis where the data is: in-process, on the host's python3, or over SFTP."""
+    """Run the analysis where the data is: in-process, on the host's python3, or over SFTP.
+
+    A slower path taken because the faster one failed is stated in `warnings`, with why.
+    """
     if isinstance(sandboxed.host, LocalHost):
         # As its own process: it forks workers (unsafe in this threaded process) and its
         # ~0.2 GB of parsed headers go back to the OS when it exits.
         local = _on_host_python(sandboxed, model_dir, sys.executable, "local-python")
-        if local is not None:
+        if isinstance(local, CheckpointSummary):
             return local
         fs = probe.LocalFs(sandboxed.real_roots)
         raw = _analyse(lambda: probe.summarise(model_dir, fs))
-        return _validated(raw, "in-process", raw["bytes_read"], None)
+        return _fell_back(_validated(raw, "in-process", raw["bytes_read"], None), local)
     remote = _on_host_python(sandboxed, model_dir, sandboxed.config.python, "host-python")
-    if remote is not None:
+    if isinstance(remote, CheckpointSummary):
         return remote
     sftp = SftpFs(sandboxed)
     with ThreadPoolExecutor(READ_THREADS) as pool:
         raw = _analyse(lambda: probe.summarise(model_dir, sftp, pool.map))
-    return _validated(raw, "sftp", sftp.bytes_read, sftp.bytes_read)
+    return _fell_back(_validated(raw, "sftp", sftp.bytes_read, sftp.bytes_read), remote)
+
+
+def _fell_back(summary: CheckpointSummary, why: str) -> CheckpointSummary:
+    summary.warnings.insert(0, f"fell back to the {summary.via} path (slower): {why}")
+    return summary
 
 
 def _analyse(run: Any) -> dict[str, Any]:
@@ -250,8 +258,8 @@ def _analyse(run: Any) -> dict[str, Any]:
 
 def _on_host_python(
     sandboxed: SandboxedHost, model_dir: str, python: str, via: str
-) -> CheckpointSummary | None:
-    """The probe run by the host's python3; None when there is no usable interpreter."""
+) -> CheckpointSummary | str:
+    """The probe run by the host's python3, or why it could not be (the caller falls back)."""
     try:
         run = sandboxed.run_program(
             "checkpoint_probe.py",
@@ -261,10 +269,10 @@ def _on_host_python(
         )
     except HostError as exc:
         if exc.kind is ErrorKind.COMMAND_NOT_FOUND:
-            return None
+            return f"{python} was not found on host {sandboxed.name!r}"
         raise
     if run.exit_code == 127:
-        return None
+        return f"{python} was not found on host {sandboxed.name!r} (exit 127)"
     if run.timed_out:
         raise ToolError(
             f"the checkpoint probe timed out on host {sandboxed.name!r}; raise "
@@ -272,8 +280,15 @@ def _on_host_python(
         )
     try:
         doc = json.loads(run.stdout)
-    except ValueError:
-        return None  # an interpreter too old or broken: the SFTP path still works
+    except ValueError:  # an interpreter too old or broken: the slower path still works
+        tail = run.stderr.decode(errors="replace").strip().splitlines()
+        return (
+            f"{python} on host {sandboxed.name!r} gave no answer (exit {run.exit_code}"
+            + (f": {tail[-1][:200]}" if tail else "")
+            + ")"
+        )
+    if doc.get("crash"):
+        return f"the checkpoint probe failed on host {sandboxed.name!r}: {doc['crash']}"
     if not doc.get("ok"):
         raise ToolError(str(doc.get("error")))
     raw = doc["summary"]

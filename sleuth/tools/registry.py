@@ -44,6 +44,7 @@ from sleuth.tools.results import ToolError, ToolResult
 TOOL_MODULES = (
     "sleuth.tools.files",
     "sleuth.tools.checkpoints",
+    "sleuth.tools.capacity",
     "sleuth.tools.environment",
     "sleuth.tools.serving",
     "sleuth.tools.bench",

@@ -1249,6 +1249,9 @@ class Early:
         self.fs.bytes_read += nbytes
         if shard not in wanted:
             return
+        if header.get("error"):  # a malformed shard: reported as such, like one done here
+            done[shard] = header
+            return
         header["groups"] = {k: v.split(_newline(v)) for k, v in header["groups"].items()}
         names = header.pop("names", None)
         if names is not None:
@@ -1360,6 +1363,8 @@ def main(argv: list[str]) -> int:
         doc: dict[str, Any] = {"ok": True, "summary": summarise(model_dir, fs, fork=True)}
     except (ProbeError, OSError) as exc:
         doc = {"ok": False, "error": str(exc)}
+    except Exception as exc:  # a bug here: the caller says so and takes its slower path
+        doc = {"ok": False, "crash": f"{type(exc).__name__}: {exc}"}
     sys.stdout.write(json.dumps(doc, separators=(",", ":")))
     sys.stdout.flush()
     # Tearing down the interpreter frees every parsed object one by one; the answer

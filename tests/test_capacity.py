@@ -1,0 +1,379 @@
+"""capacity_plan on checkpoints of real public model shapes: exact KV cells, verdicts, floors.
+
+Every checkpoint is written as sparse shards whose headers hold each tensor the public
+checkpoint holds; the numbers below are worked by hand from the models' config.json.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sleuth.config import HostConfig, Limits
+from sleuth.tools.hosts import LocalHost
+from sleuth.tools.policy import SandboxedHost
+from sleuth.tools.registry import ToolContext, execute
+from tests import checkpoint_fixtures as fx
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("models")
+    fx.shaped_checkpoint(root / "DeepSeek-V3", fx.DEEPSEEK_V3, fx.deepseek_v3_tensors())
+    fx.shaped_checkpoint(root / "Llama-3-70B", fx.LLAMA3_70B, fx.llama3_70b_tensors())
+    modelopt_fp8 = {**fx.LLAMA3_70B, "quantization_config": {
+        "quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}  # fmt: skip
+    fx.shaped_checkpoint(root / "Llama-3-70B-FP8", modelopt_fp8, fx.llama3_70b_tensors(fp8=True))
+    fx.shaped_checkpoint(root / "gpt-oss-20b-BF16", fx.GPT_OSS_20B, fx.gpt_oss_20b_tensors())
+    # Qwen3.5-397B-A17B's attention and layer plan in full; 16 of its 512 experts per layer.
+    fx.big_moe(root / "Qwen3.5-NVFP4", experts=16, shard_bytes=2_000_000_000)
+    return root
+
+
+def plan(root: Path, model: str, **args: Any) -> dict[str, Any]:
+    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(root)]), Limits())
+    result = execute(
+        ToolContext(hosts={"local": sandbox}),
+        "capacity_plan",
+        {"model_dir": str(root / model), **args},
+    )
+    assert result.ok, result.error
+    data: dict[str, Any] = result.data
+    data["_output"] = result.output
+    return data
+
+
+def reason(data: dict[str, Any], check: str) -> dict[str, Any]:
+    (found,) = [r for r in data["reasons"] if r["check"] == check]
+    return found
+
+
+# ---------------------------------------------------------------- KV bytes per token per GPU
+
+
+@pytest.mark.parametrize(
+    ("model", "args", "expected"),
+    [
+        # MLA: (kv_lora_rank 512 + qk_rope_head_dim 64) × 61 layers × 2 B, not split by tp.
+        ("DeepSeek-V3", {"tp": 8}, (512 + 64) * 61 * 2),  # 70,272
+        ("DeepSeek-V3", {"tp": 8, "kv_cache_dtype": "fp8_e4m3"}, (512 + 64) * 61 * 1),
+        ("DeepSeek-V3", {"tp": 8, "engine": "vllm"}, (512 + 64) * 61 * 2),
+        # fp4 KV: half the cell plus one byte of scale per 16 values.
+        ("DeepSeek-V3", {"tp": 8, "kv_cache_dtype": "fp4"}, 576 * 61 // 2 + 576 // 16 * 61),
+        # GQA: max(1, 8 kv heads ÷ tp) × (128 + 128) × 80 layers × 2 B.
+        ("Llama-3-70B", {"tp": 8}, 1 * 256 * 80 * 2),  # 40,960
+        ("Llama-3-70B", {"tp": 4}, 2 * 256 * 80 * 2),  # 81,920
+        ("Llama-3-70B", {"tp": 16}, 1 * 256 * 80 * 2),  # kv heads replicated past 8
+        ("Llama-3-70B", {"tp": 4, "engine": "vllm"}, 2 * 256 * 80 * 2),
+        # pp 2: each stage caches its own 40 layers.
+        ("Llama-3-70B", {"tp": 4, "pp": 2}, 2 * 256 * 40 * 2),
+        # Hybrid linear attention: only the 15 full-attention layers of 60 hold KV.
+        ("Qwen3.5-NVFP4", {"tp": 8}, 1 * 512 * 15 * 2),  # 15,360
+        ("Qwen3.5-NVFP4", {"tp": 1}, 2 * 512 * 15 * 2),  # 30,720
+        # MTP: the draft's 1 layer adds 1/15 of the target's cell (SGLang's EAGLE rule).
+        ("Qwen3.5-NVFP4", {"tp": 8, "speculative": "mtp"}, 15_360 + 15_360 // 15),
+        # Sliding window (SGLang hybrid SWA): 12 full layers + 0.8 × 12 sliding layers.
+        ("gpt-oss-20b-BF16", {"tp": 1}, int(8 * 128 * 12 * 2 + 0.8 * 8 * 128 * 12 * 2)),
+        ("gpt-oss-20b-BF16", {"tp": 8}, int(1 * 128 * 12 * 2 + 0.8 * 1 * 128 * 12 * 2)),
+        # vLLM pages every attention layer, sliding ones included.
+        ("gpt-oss-20b-BF16", {"tp": 1, "engine": "vllm"}, 8 * 128 * 24 * 2),
+    ],
+)
+def test_kv_bytes_per_token_per_gpu_match_the_hand_worked_cell(
+    models: Path, model: str, args: dict[str, Any], expected: int
+) -> None:
+    gpus = args.get("tp", 1) * args.get("pp", 1)
+    data = plan(models, model, gpus=f"{gpus}xH200", **args)
+    assert data["kv_bytes_per_token_per_gpu"] == expected
+    assert f"KV bytes per token per GPU: {expected:,}" in data["_output"]
+
+
+# ---------------------------------------------------------------- weights and the pool
+
+
+def test_llama_70b_on_8xh100_weights_pool_and_capacity_are_exact(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, context_length=8192)
+    # Per GPU at tp 8: embeddings and lm_head vocab-parallel (128256 × 8192 × 2 B ÷ 8 each);
+    # per layer q and o ÷ 8 (16,777,216 each), k and v ÷ 8 (2,097,152 each), gate, up and
+    # down ÷ 8 (58,720,256 each), two norms whole (16,384 each); the final norm whole.
+    per_layer = 2 * 16_777_216 + 2 * 2_097_152 + 3 * 58_720_256 + 2 * 16_384
+    weights = 80 * per_layer + 2 * 262_668_288 + 16_384
+    assert weights == 17_640_734_720
+    assert data["weight_bytes_per_gpu"] == weights
+    assert data["weight_bytes_total"] == sum(
+        fx.nbytes(*s) for s in fx.llama3_70b_tensors().values()
+    )
+    # SGLang's default on an 81,559 MiB GPU at tp 8: reserve 512 + 8192 × 1.5 + 8 / 8 × 1024
+    # + 512 × 2 = 14,848 MiB, so mem_fraction_static = round(66,711 / 81,559, 3) = 0.818.
+    pool = data["pool"]
+    assert pool["mem_fraction"] == 0.818
+    budget = int(81_559 * MIB * 0.818)
+    assert pool["static_budget_bytes"] == budget
+    assert pool["kv_pool_bytes"] == budget - weights
+    assert data["max_kv_tokens"] == (budget - weights) // 40_960 == 1_277_228
+    assert data["max_concurrent_at_context"] == 1_277_228 // 8192 == 155
+    assert data["max_context_single"] == 8192  # the model's own limit, below the pool's
+    assert data["verdict"] == "fits"
+
+
+def test_deepseek_v3_on_8xh200_fits_and_on_8xh100_does_not(models: Path) -> None:
+    h200 = plan(models, "DeepSeek-V3", gpus="8xH200", tp=8)
+    assert h200["verdict"] == "fits"
+    assert h200["model_max_context"] == 4096 * 40  # yarn: original 4096 × factor 40
+    # The MTP layer (layer 61) is not loaded without speculative decoding.
+    with_mtp = plan(models, "DeepSeek-V3", gpus="8xH200", tp=8, speculative="nextn")
+    assert with_mtp["weight_bytes_per_gpu"] > h200["weight_bytes_per_gpu"]
+    assert reason(with_mtp, "mtp_weights_present")["ok"]
+    h100 = plan(models, "DeepSeek-V3", gpus="8xH100", tp=8)
+    assert h100["verdict"] == "does_not_fit"
+    assert not reason(h100, "weights_fit")["ok"]
+    assert h100["weight_bytes_per_gpu"] > 80 * 1e9  # ~686 GB of FP8 over 8 GPUs
+
+
+def test_numbers_are_still_computed_when_incompatible(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", gpus="3xH100", tp=3)
+    assert data["verdict"] == "incompatible"
+    heads = reason(data, "heads_divisible_by_tp")
+    assert not heads["ok"] and "64 attention heads ÷ tp 3 is not whole" in heads["detail"]
+    assert heads["evidence"][0] == {
+        "source": "config.json num_attention_heads",
+        "quote": '"num_attention_heads": 64',
+    }
+    assert data["kv_bytes_per_token_per_gpu"] == 2 * 256 * 80 * 2  # 8 // 3 = 2 heads per GPU
+    assert data["max_kv_tokens"] > 0
+
+
+def test_context_past_the_model_limit_is_refused(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", gpus="8xH200", tp=8, context_length=131072)
+    check = reason(data, "context_within_model")
+    assert not check["ok"] and "max_position_embeddings = 8192" in check["detail"]
+    assert data["verdict"] == "incompatible"
+
+
+def test_hybrid_model_budgets_recurrent_state_apart(models: Path) -> None:
+    data = plan(models, "Qwen3.5-NVFP4", gpus="8xH200", tp=8, context_length=131072)
+    # Per request per GPU, 45 Gated-DeltaNet layers: conv (4 - 1) × (2·16·128 + 64·128) ÷ 8
+    # × 2 B = 9,216 plus state 64 ÷ 8 × 128 × 128 × 4 B = 524,288.
+    assert data["recurrent_state_bytes_per_request_per_gpu"] == 45 * (9_216 + 524_288)
+    pool = data["pool"]
+    rest = pool["static_budget_bytes"] - pool["weight_bytes"]
+    assert pool["recurrent_state_bytes"] == int(rest * 0.9 / 1.9)
+    assert data["max_kv_tokens"] == (rest - pool["recurrent_state_bytes"]) // 15_360
+    assert reason(data, "recurrent_state")["ok"]
+
+
+# ---------------------------------------------------------------- quantisation floor per GPU
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "engine", "path", "verdict"),
+    [
+        ("Qwen3.5-NVFP4", "B200", "sglang", "native", "fits"),
+        ("Qwen3.5-NVFP4", "GB200", "sglang", "native", "fits"),
+        ("Qwen3.5-NVFP4", "H200", "sglang", "fallback (weight-only)", "fits"),
+        ("Qwen3.5-NVFP4", "A100-80GB", "sglang", "fallback (weight-only)", "fits"),
+        ("Qwen3.5-NVFP4", "H100", "vllm", "fallback (weight-only)", "fits"),
+        ("DeepSeek-V3", "H200", "sglang", "native", "fits"),
+        ("DeepSeek-V3", "A100-80GB", "sglang", "fallback (weight-only)", "does_not_fit"),
+        ("Llama-3-70B-FP8", "L40S", "sglang", "native", "fits"),
+        ("Llama-3-70B-FP8", "A100-80GB", "sglang", "refused", "incompatible"),
+        ("Llama-3-70B-FP8", "A100-40GB", "vllm", "refused", "incompatible"),
+    ],
+)
+def test_quantisation_floor_per_gpu(
+    models: Path, model: str, gpu: str, engine: str, path: str, verdict: str
+) -> None:
+    data = plan(models, model, gpus=f"8x{gpu}", tp=8, engine=engine)
+    check = reason(data, "quantization_on_gpu")
+    assert check["detail"].endswith(f": {path}")
+    assert check["ok"] == (path != "refused")
+    assert data["verdict"] == verdict
+    sources = [e["source"] for e in check["evidence"]]
+    assert any("get_min_capability" in s or "quantization/" in s for s in sources)
+
+
+def test_fp8_kv_cache_needs_sm89(models: Path) -> None:
+    a100 = plan(models, "Llama-3-70B", gpus="8xA100", tp=8, kv_cache_dtype="fp8_e4m3")
+    assert not reason(a100, "kv_cache_dtype_on_gpu")["ok"]
+    assert a100["verdict"] == "incompatible"
+    h100 = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, kv_cache_dtype="fp8_e4m3")
+    assert h100["kv_bytes_per_token_per_gpu"] == 1 * 256 * 80 * 1
+    assert h100["verdict"] == "fits"
+
+
+def test_sharded_intermediate_must_divide_the_quant_group(models: Path) -> None:
+    # DeepSeek-V3: moe_intermediate_size 2048 ÷ tp 32 = 64, not a multiple of FP8's 128 block.
+    data = plan(models, "DeepSeek-V3", gpus="32xH200", tp=32)
+    check = reason(data, "moe_intermediate_size_divisible")
+    assert not check["ok"] and "not a multiple of the FP8 block 128" in check["detail"]
+    assert data["verdict"] == "incompatible"
+
+
+def test_unknown_gpu_and_missing_gpus_say_what_to_do(models: Path) -> None:
+    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(models)]), Limits())
+    ctx = ToolContext(hosts={"local": sandbox})
+    bad = execute(ctx, "capacity_plan", {"model_dir": str(models / "Llama-3-70B"), "gpus": "8xV99"})
+    assert not bad.ok and "unknown GPU 'V99'" in (bad.error or "") and "8xH200" in (bad.error or "")
+
+
+# ---------------------------------------------------------------- engine rules at the source
+
+OLD_MODELOPT = """\
+class ModelOptFp8Config(QuantizationConfig):
+    @classmethod
+    def get_name(cls) -> str:
+        return "modelopt_fp8"
+
+    @classmethod
+    def get_min_capability(cls) -> int:
+        return 89  # Minimum hardware capability (e.g., Hopper GPUs).
+
+
+class ModelOptFp4Config(QuantizationConfig):
+    @classmethod
+    def get_name(cls) -> str:
+        return "modelopt_fp4"
+
+    @classmethod
+    def get_min_capability(cls) -> int:
+        return 100
+"""
+OLD_RUNNER = """\
+class ModelRunner:
+    def profile_max_num_token(self, total_gpu_memory: int):
+        cell_size = (
+            self.model_config.get_num_kv_heads(get_attention_tp_size())
+            * (self.model_config.head_dim + self.model_config.v_head_dim)
+            * num_layers
+            * torch._utils._element_size(self.kv_cache_dtype)
+        )
+"""
+
+
+def fake_sglang(site: Path, version: str) -> None:
+    """An installed SGLang as an older release wrote these two rules (NVFP4 needed SM100)."""
+    pkg = site / "sglang"
+    for rel, text in (
+        ("__init__.py", ""),
+        ("srt/layers/quantization/modelopt_quant.py", OLD_MODELOPT),
+        ("srt/model_executor/model_runner.py", OLD_RUNNER),
+    ):
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    meta = site / f"sglang-{version}.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+
+
+@pytest.mark.ssh
+def test_installed_engine_source_is_quoted_and_its_rule_wins(
+    models: Path, ssh_host_factory: Any
+) -> None:
+    site = models / "site"
+    fake_sglang(site, "0.4.9")
+    python = models / "bin" / "python3"  # the host's python3, seeing that site-packages
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec python3 "$@"\n')
+    python.chmod(0o755)
+    remote = ssh_host_factory("remote", [str(models)])
+    remote.config.python = str(python)
+    result = execute(
+        ToolContext(hosts={"remote": remote}),
+        "capacity_plan",
+        {"host": "remote", "model_dir": str(models / "Qwen3.5-NVFP4"), "gpus": "8xH200", "tp": 8},
+    )
+    assert result.ok, result.error
+    data = result.data
+    assert data["rules_from"] == f"sglang 0.4.9 installed at {site / 'sglang'}"
+    quant = reason(data, "quantization_on_gpu")
+    assert quant["evidence"][0] == {
+        "source": f"remote:{site}/sglang/srt/layers/quantization/modelopt_quant.py:18",
+        "quote": "return 100",
+    }
+    assert not quant["ok"] and "refused at load" in quant["detail"]
+    assert data["quant_min_capability"] == 100
+    assert data["verdict"] == "incompatible"
+    kv = reason(data, "kv_holds_one_request")
+    assert kv["evidence"][0] == {
+        "source": f"remote:{site}/sglang/srt/model_executor/model_runner.py:5",
+        "quote": "* (self.model_config.head_dim + self.model_config.v_head_dim)",
+    }
+    assert data["kv_bytes_per_token_per_gpu"] == 15_360  # numbers still computed
+    assert f"remote:{site}/sglang/srt/layers/quantization/modelopt_quant.py:18: return 100" in (
+        result.output
+    )
+
+
+def test_without_the_engine_the_built_in_version_is_named(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", gpus="8xH100", tp=8)
+    assert data["engine_source"] is None
+    assert data["rules_from"].startswith("built-in rules of sglang 0.5.23")
+    assert "rules: built-in rules of sglang 0.5.23" in data["_output"]
+
+
+# ---------------------------------------------------------------- the host's own GPUs
+
+
+@pytest.fixture
+def eight_h100(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An nvidia-smi on PATH that reports 8 H100s with 81,000 MiB each (the table says 81,559)."""
+    lines = "".join(f"{i}, NVIDIA H100 80GB HBM3, 81000, 3, 0, 550.54.15, 9.0\\n" for i in range(8))
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\nprintf '{lines}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+
+
+@pytest.mark.usefixtures("eight_h100")
+def test_the_hosts_gpus_are_used_when_none_are_named(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", tp=8, context_length=8192)
+    assert data["gpus_from"] == "nvidia-smi on local"
+    assert data["gpu_count"] == 8 and data["gpu"]["memory_mib"] == 81000
+    assert data["pool"]["gpu_memory_bytes"] == 81000 * MIB
+    (fit,) = [r for r in data["reasons"] if r["check"] == "weights_fit"]
+    assert fit["evidence"][0] == {
+        "source": "nvidia-smi on local",
+        "quote": "GPU 0: NVIDIA H100 80GB HBM3, 3/81000 MiB used, util 0%, driver 550.54.15, "
+        "compute capability 9.0",
+    }
+
+
+@pytest.mark.usefixtures("eight_h100")
+def test_the_hosts_real_gpu_wins_over_the_table_row(models: Path) -> None:
+    named = plan(models, "Llama-3-70B", gpus="8xH100-SXM", tp=8)
+    assert named["gpu"]["memory_mib"] == 81000  # measured, not the table's 81,559
+    assert named["gpus_from"] == "gpus=8xH100-SXM, measured by nvidia-smi on local"
+    other = plan(models, "Llama-3-70B", gpus="8xH200", tp=8)  # not the host's part: the table
+    assert other["gpu"]["memory_mib"] == 143771 and "built-in table" in other["gpus_from"]
+
+
+def test_an_engine_outside_the_roots_still_picks_its_releases_rule(
+    models: Path, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"  # outside the roots: its source cannot be read, its version can
+    fake_sglang(site, "0.5.9")
+    python = tmp_path / "python3"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec python3 "$@"\n')
+    python.chmod(0o755)
+    config = HostConfig(roots=[str(models)], python=str(python))
+    ctx = ToolContext(hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())})
+    args = {"model_dir": str(models / "Qwen3.5-NVFP4"), "gpus": "8xH200", "tp": 8}
+    data = execute(ctx, "capacity_plan", args).data
+    assert data["rules_from"] == (
+        "built-in rules of sglang 0.5.23 (sglang 0.5.9 is installed outside the host's roots)"
+    )
+    quant = reason(data, "quantization_on_gpu")
+    assert quant["evidence"][0]["source"].startswith("sglang 0.5.12 python/sglang/srt/")
+    assert "sglang 0.5.9 requires compute capability ≥ 10.0" in quant["detail"]
+    assert data["verdict"] == "incompatible"
+    newer = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(models)]), Limits())
+    assert (
+        execute(ToolContext(hosts={"local": newer}), "capacity_plan", args).data["verdict"]
+        == "fits"
+    )  # without an install: 0.5.23's rule, the weight-only fallback
