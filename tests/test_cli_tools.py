@@ -66,7 +66,8 @@ def test_a_refused_tool_exits_non_zero_and_says_how_to_widen(project: Path) -> N
     proc = sleuth(["tool", "read_lines", "path=/etc/passwd", "--json"], project)
     assert proc.returncode == 3  # refused by the sandbox, as the README's exit codes say
     result = as_json(proc)
-    assert result["ok"] is False and result["refused"] and "outside the roots" in result["error"]
+    assert result["ok"] is False and result["error_kind"] == "policy"
+    assert "outside the roots" in result["error"]
     assert "root:" not in result["output"]
 
 
