@@ -111,7 +111,7 @@ def test_redact_obj_walks_nested_data_and_secret_named_keys() -> None:
         "n": 3,
     }
     cleaned = redact_obj(data)
-    assert cleaned["env"] == {"HF_TOKEN": "[REDACTED:env-secret]", "PATH": "/usr/bin"}
+    assert cleaned["env"] == {"HF_TOKEN": "[REDACTED:by-key token]", "PATH": "/usr/bin"}
     assert cleaned["argv"][0][2] == "Authorization: Bearer [REDACTED:bearer-token]"
     assert cleaned["n"] == 3
 

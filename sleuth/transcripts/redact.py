@@ -11,6 +11,8 @@ sha256 digests and git commit ids passes through untouched.
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 import threading
 from collections.abc import Callable
@@ -29,6 +31,53 @@ _LOWER_NAME = (
     r"|client[_-]?secret|secret|password|passwd|credentials))"
 )
 _SECRET_NAME = re.compile(rf"(?:{_UPPER_NAME}|{_LOWER_NAME})")
+
+# Key paths that mark a secret. A key is split into lower-case words (`apiKey`, `API-KEY`
+# and `api_key` all become `_api_key_`) and each rule is searched in that form. The rules
+# travel as data to the host-side scanner (tools/remote/secret_scan.py), so both sides
+# decide alike. `token` and `session` are common in model configs and logs (`bos_token`,
+# `#token: 6`), so they count only as a key's last word, not after a special-token word,
+# and never for a number.
+KEY_WORDS = r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+"
+KEY_RULES: list[tuple[str, str]] = [
+    ("private_key", r"_(?:private|client|signing|ssh|encryption|account)_?key_"),
+    ("api_key", r"_api_?key_"),
+    ("access_key", r"_access_?key_"),
+    ("password", r"_(?:password|passwords|passphrase|pwd)_"),
+    ("passwd", r"_passwd_"),
+    ("secret", r"_secrets?_"),
+    ("credential", r"_(?:credentials?|creds)_"),
+    ("auth", r"_(?:auth|authn|authorization|authentication|oauth)_"),
+    ("bearer", r"_bearer_"),
+    ("cookie", r"_cookies?_"),
+    (
+        "token",
+        r"(?<!_bos)(?<!_eos)(?<!_unk)(?<!_sep)(?<!_pad)(?<!_cls)(?<!_mask)(?<!_image)"
+        r"(?<!_video)(?<!_audio)(?<!_vision)(?<!_start)(?<!_end)(?<!_begin)(?<!_special)"
+        r"(?<!_boi)(?<!_eoi)(?<!_boa)(?<!_eoa)(?<!_think)(?<!_tool)(?<!_placeholder)"
+        r"(?<!_max)(?<!_min)(?<!_num)(?<!_stop)(?<!_default)_token_$",
+    ),
+    ("session", r"_session_(?:id_)?$|_sessionid_$"),
+]
+SOFT_LABELS = frozenset({"token", "session"})
+"""Labels whose numbers stay visible: a count is not a credential."""
+_KEY_WORDS = re.compile(KEY_WORDS)
+_KEY_RULES = [(label, re.compile(rule)) for label, rule in KEY_RULES]
+
+
+@functools.lru_cache(maxsize=4096)
+def secret_key_label(key: str) -> str | None:
+    """The secret word a key names (`"DB_Password"` -> "password"), or None.
+
+    >>> secret_key_label("client-key-data"), secret_key_label("bos_token")
+    ('private_key', None)
+    """
+    words = "_" + "_".join(w.lower() for w in _KEY_WORDS.findall(key)) + "_"
+    for label, rule in _KEY_RULES:
+        if rule.search(words):
+            return label
+    return None
+
 
 # (kind, pattern), applied in order. A pattern may hold a group named `keep`
 # (context kept verbatim) before the secret itself. Each starts with a literal
@@ -49,6 +98,7 @@ _PATTERNS: list[tuple[str, str]] = [
     ("slack-token", r"xox(?<![A-Za-z0-9_]xox)[abprs]-[A-Za-z0-9-]{10,}"),
     ("bearer-token", r"(?P<keep>\b(?i:bearer)\s+)[A-Za-z0-9._~+/-]{16,}=*"),
     ("url-password", r"(?P<keep>://[^\s:/@\"'<>]+:)[^\s@/\"'<>]+(?=@)"),
+    ("jwt", r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     (
         "aws-secret-key",
         r"(?P<keep>(?i:aws_secret_access_key)[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}"
@@ -71,6 +121,54 @@ _NAME_TAIL = re.compile(
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _QUOTED_VALUE = {q: re.compile(rf"(?:[^{q}\n\\]|\\.)+") for q in "\"'"}
 _BARE_VALUE = re.compile(r"[^\s\"',;}\]]+")
+
+
+# Long random-looking tokens with no known prefix, in value positions (`key=TOKEN`,
+# `key: TOKEN`, `"TOKEN"`). Hex (git SHAs, sha256 digests), UUIDs, numbers and dotted or
+# slashed names (model ids, tensor names) never match: they are what investigations quote.
+_ENTROPY_CANDIDATE = re.compile(
+    r"(?:[=:][ \t]*[\"']?|[\"'])(?P<tok>[A-Za-z0-9+/_-]{24,}={0,2})(?![A-Za-z0-9+/=_.:-])"
+)
+_HEX_OR_UUID = re.compile(r"(?:[0-9a-fA-F]+|(?:GPU-|MIG-)?[0-9a-fA-F-]+)")
+_WORDISH = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?=[A-Z][a-z]|[^A-Za-z]|$)")
+ENTROPY_MIN_BITS = 3.6
+"""Shannon bits per character; random base62 of 24+ characters has about 4.2."""
+
+
+def looks_random(token: str) -> bool:
+    """Whether `token` looks like a generated secret rather than a name or a digest."""
+    core = token.rstrip("=")
+    if _HEX_OR_UUID.fullmatch(core) or core.isdigit():
+        return False
+    if max(len(run) for run in re.split(r"[-_/+]", core)) < 16:
+        return False  # dashed or slashed names: model ids, tensor names, words
+    classes = sum(
+        (
+            any(c.islower() for c in core),
+            any(c.isupper() for c in core),
+            any(c.isdigit() for c in core),
+        )
+    )
+    if classes < 3 and not ("+" in core or "/" in core):
+        return False
+    wordish = sum(len(m) for m in _WORDISH.findall(core))
+    if wordish > len(core) * 0.5:
+        return False  # CamelCase identifiers: Qwen2VLForConditionalGeneration
+    counts: dict[str, int] = {}
+    for c in core:
+        counts[c] = counts.get(c, 0) + 1
+    bits = -sum(n / len(core) * math.log2(n / len(core)) for n in counts.values())
+    return bits >= ENTROPY_MIN_BITS
+
+
+def _redact_random(text: str) -> str:
+    def swap(match: re.Match[str]) -> str:
+        tok = match.group("tok")
+        if not looks_random(tok):
+            return match.group(0)
+        return match.group(0)[: match.start("tok") - match.start()] + _marker("high-entropy")
+
+    return _ENTROPY_CANDIDATE.sub(swap, text)
 
 
 def _marker(kind: str) -> str:
@@ -171,30 +269,90 @@ def redact(text: str) -> str:
         triggers = _TRIGGERS.get(kind)
         if triggers is None or any(t in text for t in triggers):
             text = _substitute(pattern, _marker(kind), text)
-    # Last, so a secret-named variable holding a recognisable key keeps the key's kind.
-    return _redact_assignments(text)
+    # After the shapes, so a secret-named variable holding a recognisable key keeps the
+    # key's kind; the generic detector last, for what no name or shape gave away.
+    return _redact_random(_redact_assignments(text))
 
 
-def _secret_name(key: object) -> bool:
-    return isinstance(key, str) and _SECRET_NAME.fullmatch(key) is not None
+def _by_key(label: str) -> str:
+    return _marker(f"by-key {label}")
+
+
+ECHO_MIN_LENGTH = 6
+"""A value under a secret key this long is also hidden where it appears without its key."""
 
 
 def _redact_mapping(obj: dict[Any, Any]) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
     for key, value in obj.items():
-        if _secret_name(key) and isinstance(value, str) and value:
-            cleaned = redact(value)
-            out[key] = cleaned if cleaned != value else _marker("env-secret")
-        else:
-            out[key] = redact_obj(value)
+        label = secret_key_label(key) if isinstance(key, str) else None
+        out[key] = _under_key(value, label, {}) if label else redact_obj(value)
     return out
+
+
+def _under_key(value: Any, label: str, found: dict[str, str]) -> Any:
+    """Every scalar below a secret key is the secret (or part of it); only its shape stays.
+    The hidden strings are added to `found` (value -> label)."""
+    if isinstance(value, dict):
+        return {k: _under_key(v, label, found) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_under_key(item, label, found) for item in value)
+    if value is None or isinstance(value, bool) or value == "":
+        return value
+    if label in SOFT_LABELS and isinstance(value, int | float):
+        return value  # `max_session: 8`, `#token: 6`: a count is not a credential
+    if isinstance(value, str) and len(value.strip()) >= ECHO_MIN_LENGTH:
+        found[value.strip()] = label
+    return _by_key(label)
+
+
+def _keyed(obj: Any, found: dict[str, str]) -> Any:
+    if isinstance(obj, dict):
+        out = {}
+        for key, value in obj.items():
+            label = secret_key_label(key) if isinstance(key, str) else None
+            out[key] = _under_key(value, label, found) if label else _keyed(value, found)
+        return out
+    if isinstance(obj, list):
+        return [_keyed(item, found) for item in obj]
+    return obj
+
+
+def _echoed(obj: Any, pattern: re.Pattern[str], found: dict[str, str]) -> Any:
+    if isinstance(obj, str):
+        return pattern.sub(lambda m: _by_key(found[m.group()]), obj)
+    if isinstance(obj, dict):
+        return {_echoed(k, pattern, found): _echoed(v, pattern, found) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_echoed(item, pattern, found) for item in obj]
+    return obj
+
+
+def redact_keyed(doc: Any) -> Any:
+    """Hide every value under a key path that marks a secret, in parsed JSON-like data.
+
+    The key may sit anywhere above the value (`{"auth": {"user": "x"}}` hides "x"), so
+    run this on the whole document before picking a part of it, and a hidden value is
+    also replaced wherever else it appears in `doc`. Pattern redaction is separate
+    (`redact_obj`).
+
+    >>> redact_keyed({"db": {"password": "hunter2hunter2", "dsn": "u:hunter2hunter2@db"}})
+    {'db': {'password': '[REDACTED:by-key password]', 'dsn': 'u:[REDACTED:by-key password]@db'}}
+    """
+    found: dict[str, str] = {}
+    out = _keyed(doc, found)
+    if not found:
+        return out
+    pattern = re.compile("|".join(re.escape(v) for v in sorted(found, key=len, reverse=True)))
+    return _echoed(out, pattern, found)
 
 
 def redact_obj(obj: Any) -> Any:
     """Redact every string inside `obj` (dicts, lists, tuples, pydantic models), recursively.
 
-    A string value under a secret-looking key (`{"HF_TOKEN": "..."}`) is redacted
-    whole even when it has no recognisable shape. Other types pass through.
+    Every value under a key that marks a secret (`{"HF_TOKEN": "..."}`,
+    `{"auth": {"user": "..."}}`) is redacted whole, as `[REDACTED:by-key token]`,
+    even when it has no recognisable shape. Other types pass through.
     """
     handler = _HANDLERS.get(type(obj))
     if handler is not None:
