@@ -169,12 +169,6 @@ def _per_file(matches: list[tuple[str, int, str]], limit: int) -> list[tuple[str
     return out
 
 
-CONTEXT_SCRIPT = (
-    'while [ "$#" -gt 1 ]; do printf "\\n\\000%s\\000\\n" "$1"; sed -n -e "$2" -- "$1"; '
-    "shift 2; done"
-)
-
-
 def context_lines(
     sandbox: SandboxedHost, found: Found, context: int, timeout: float
 ) -> dict[Hit, str]:
@@ -183,24 +177,17 @@ def context_lines(
     for name, at, _ in found.matches:
         lines = wanted.setdefault(name, set())
         lines.update(range(max(1, at - context), at + context + 1))
-    args: list[str] = []
-    for name, lines in sorted(wanted.items()):
-        args += [name, ";".join(f"{n}{{=;p;}}" for n in sorted(lines))]
-    if not args:
-        return {}
-    run = sandbox.run(["sh", "-c", CONTEXT_SCRIPT, "sleuth-context", *args])
-    _check(run, "the matched files", ToolError, "reading context")
-    keyed = scan_paths(sandbox, sorted(wanted), timeout)
+    keyed = scan_paths(sandbox, sorted(wanted), timeout) if wanted else {}
     out: dict[Hit, str] = {}
-    name = ""
-    number: int | None = None
-    for line in run.stdout.split(b"\n"):
-        if line.startswith(b"\x00") and line.endswith(b"\x00"):
-            name, number = line[1:-1].decode(errors="replace"), None
-        elif number is None and line.isdigit():
-            number = int(line)
-        elif number is not None:
-            text = keyed.get(name, {}).get(number, line.decode(errors="replace"))
-            out[(name, number)] = redact(text)
-            number = None
+    for name, lines in sorted(wanted.items()):
+        # `=` prints the number, `p` the line: the two alternate, whatever the line holds.
+        script = ";".join(f"{n}{{=;p;}}" for n in sorted(lines))
+        run = sandbox.run(["sed", "-n", "-e", script, "--", name])
+        _check(run, name, ToolError, "reading context")
+        printed = run.stdout.split(b"\n")
+        for number, text in zip(printed[0::2], printed[1::2], strict=False):
+            if number.isdigit():
+                n = int(number)
+                shown = keyed.get(name, {}).get(n, text.decode(errors="replace"))
+                out[(name, n)] = redact(shown)
     return out

@@ -360,7 +360,7 @@ def redact_obj(obj: Any) -> Any:
     if isinstance(obj, BaseModel):
         return type(obj).model_validate(redact_obj(obj.model_dump()))
     if isinstance(obj, str):
-        return redact(obj)
+        return _redact_string(obj)
     if isinstance(obj, dict):
         return _redact_mapping(obj)
     if isinstance(obj, list | tuple):
@@ -368,8 +368,19 @@ def redact_obj(obj: Any) -> Any:
     return obj
 
 
+_BARE_TOKEN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+
+
+def _redact_string(value: str) -> str:
+    """A string in data is a JSON string position: a whole random-looking token is hidden."""
+    cleaned = redact(value)
+    if cleaned == value and _BARE_TOKEN.fullmatch(value) and looks_random(value):
+        return _marker("high-entropy")
+    return cleaned
+
+
 _HANDLERS: dict[type, Callable[[Any], Any]] = {
-    str: redact,
+    str: _redact_string,
     dict: _redact_mapping,
     list: lambda items: [redact_obj(item) for item in items],
 }

@@ -360,17 +360,14 @@ def scan_text(text: str, name: str, rules: Rules) -> dict[int, list[Span]]:
         found = _json_spans(text, rules)
         if found is not None:
             spans = _offsets_to_lines(text, found)
-        elif name.endswith((".jsonl", ".ndjson")):
-            spans = {}
-            for n, line in enumerate(lines, 1):
-                one = _json_spans(line, rules)
-                if one is None:
-                    spans = None
-                    break
-                if one:
-                    spans[n] = [(s, e, lb) for s, e, lb in one]
     if spans is None:
         spans = _line_spans(lines, rules, os.path.basename(name).lstrip("._") == "netrc")
+        # JSON Lines, and JSON objects logged one per line.
+        for n, line in enumerate(lines, 1):
+            body = line.strip()
+            if body[:1] in ("{", "[") and (one := _json_spans(body, rules)):
+                at = line.index(body[0])
+                spans.setdefault(n, []).extend((s + at, e + at, lb) for s, e, lb in one)
     _echoes(lines, spans)
     for n, found in _pem_spans(lines).items():
         spans.setdefault(n, []).extend(found)
