@@ -33,8 +33,9 @@ from tests.sshd import SSHServer
 
 from . import figures
 from .test_secrets import corpus, fingerprints, plant
+from .test_secrets_grep_oracle import fast_python
 
-CI_EXAMPLES = {"local": 500, "remote": 300, "sftp": 200}
+CI_EXAMPLES = {"local": 800, "remote": 80, "sftp": 120}
 DEEP_FACTOR = 10
 
 
@@ -136,8 +137,7 @@ def plant_structured(root: Path, v: dict[str, str]) -> list[str]:
         ".netrc": f"machine hub.example.com login bot password {v['netrc']}\n",
         "app.xml": f"<config>\n  <password>{v['xml']}</password>\n  <port>80</port>\n</config>\n",
         "events.jsonl": (
-            '{"event": "start"}\n'
-            f'{{"event": "login", "session": {{"token": "{v["jsonl"]}"}}}}\n'
+            f'{{"event": "start"}}\n{{"event": "login", "session": {{"token": "{v["jsonl"]}"}}}}\n'
         ),
     }
     for name, body in files.items():
@@ -197,7 +197,9 @@ def _ssh(sshd: SSHServer, world: World, tmp: Path, python: str) -> SandboxedHost
         ssh_config_path=sshd.ssh_config_path,
         user_known_hosts=sshd.known_hosts_path,
     )
-    return SandboxedHost("remote", host, HostConfig(roots=[str(world.root)], python=python), Limits())
+    return SandboxedHost(
+        "remote", host, HostConfig(roots=[str(world.root)], python=python), Limits()
+    )
 
 
 def calls(world: World, host: str) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
@@ -240,7 +242,9 @@ def calls(world: World, host: str) -> st.SearchStrategy[tuple[str, dict[str, Any
     read_json = st.sampled_from(
         [(name, p) for name, ps in world.json_pointers.items() for p in ps]
     ).map(lambda np: ("read_json", {"host": host, "path": np[0], "pointer": np[1]}))
-    list_dir = st.integers(1, 3).map(lambda d: ("list_dir", {"host": host, "path": ".", "depth": d}))
+    list_dir = st.integers(1, 3).map(
+        lambda d: ("list_dir", {"host": host, "path": ".", "depth": d})
+    )
     return st.one_of(read_lines, grep, grep, read_json, list_dir)
 
 
@@ -285,7 +289,7 @@ def test_no_planted_value_reaches_any_read_tool_output_locally(world: World, dee
 def test_no_planted_value_reaches_any_read_tool_output_over_sshd(
     world: World, sshd: SSHServer, tmp_path: Path, deep: bool
 ) -> None:
-    world.hosts["remote"] = _ssh(sshd, world, tmp_path, "python3")
+    world.hosts["remote"] = _ssh(sshd, world, tmp_path, fast_python(tmp_path))
     try:
         run_property(world, "remote", deep)
     finally:
