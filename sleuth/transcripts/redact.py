@@ -116,8 +116,12 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
 # Secret-named assignments are found from the name's last word backwards,
 # since a pattern starting at every identifier is ten times slower.
 _NAME_TAIL = re.compile(
-    r"[yYnNtTdDsS](?<=(?i:key|ken|ret|swd|ord|als|pat))(?P<sep>[\"']?[ \t]*[=:][ \t]*)"
+    r"[yYnNtTdDsShHeErRlL](?<=(?i:key|ken|ret|ets|swd|ord|rds|als|pat|uth|ion|kie|ies|rer|ial"
+    r"|ase|pwd))(?P<sep>[\"']?[ \t]*[=:][ \t]*)"
 )
+_AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "apikey"})
+_SCHEME_GAP = re.compile(r"[ \t]+")
+_PLAIN_NUMBER = re.compile(r"-?[0-9][0-9_.eE+-]*")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _QUOTED_VALUE = {q: re.compile(rf"(?:[^{q}\n\\]|\\.)+") for q in "\"'"}
 _BARE_VALUE = re.compile(r"[^\s\"',;}\]]+")
@@ -205,12 +209,20 @@ def _redact_assignments(text: str) -> str:
         if match.start() < done:
             continue
         name = text[_name_start(text, match.start()) : sep_start]
-        if _SECRET_NAME.fullmatch(name) is None:
+        named = _SECRET_NAME.fullmatch(name) is not None
+        label = None if named else secret_key_label(name)
+        if not named and label is None:
             continue
         span = _value_span(text, match.end())
+        if span is not None and text[span[0] : span[1]].lower() in _AUTH_SCHEMES:
+            # `Authorization: Basic CREDENTIALS`: the credential is the word after the scheme.
+            after = _SCHEME_GAP.match(text, span[1])
+            span = _value_span(text, after.end()) if after else None
         if span is None or text.startswith("[REDACTED:", span[0]):
             continue
-        pieces += [text[done : span[0]], _marker("env-secret")]
+        if label in SOFT_LABELS and _PLAIN_NUMBER.fullmatch(text[span[0] : span[1]]):
+            continue  # `#token: 6` in a decode log line is a count
+        pieces += [text[done : span[0]], _marker("env-secret") if named else _by_key(label or "")]
         done = span[1]
     return "".join(pieces) + text[done:] if pieces else text
 
