@@ -135,6 +135,10 @@ _ENTROPY_CANDIDATE = re.compile(
 )
 _HEX_OR_UUID = re.compile(r"(?:[0-9a-fA-F]+|(?:GPU-|MIG-)?[0-9a-fA-F-]+)")
 _WORDISH = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?=[A-Z][a-z]|[^A-Za-z]|$)")
+# A digest named by its algorithm (an SSH key fingerprint `SHA256:base64`, an SRI hash
+# `sha512-base64`) is public and is what a user compares.
+_DIGEST_LABEL = re.compile(r"(?i:sha(?:1|224|256|384|512)|md5)[:-]?\Z")
+_DIGEST_NAME = re.compile(r"(?i:sha(?:1|224|256|384|512)|md5)-")
 ENTROPY_MIN_BITS = 3.6
 """Shannon bits per character; random base62 of 24+ characters has about 4.2."""
 
@@ -168,7 +172,8 @@ def looks_random(token: str) -> bool:
 def _redact_random(text: str) -> str:
     def swap(match: re.Match[str]) -> str:
         tok = match.group("tok")
-        if not looks_random(tok):
+        named = _DIGEST_LABEL.search(text, 0, match.start("tok")) or _DIGEST_NAME.match(tok)
+        if named or not looks_random(tok):
             return match.group(0)
         return match.group(0)[: match.start("tok") - match.start()] + _marker("high-entropy")
 

@@ -192,3 +192,13 @@ def test_random_tokens_in_the_same_positions_are_hidden(ctx_root: tuple[ToolCont
     assert "[REDACTED:high-entropy]" in everything
     for token in tokens:
         assert token not in everything
+
+
+def test_ssh_host_key_fingerprints_stay_visible() -> None:
+    lines = [
+        "256 SHA256:/BA9hQQgnT2fbNZQJJy36hPGHxeh8WGfgac7M13LJRA root@gpu1 (ED25519)",
+        "fingerprint: SHA256:Xk39sLqPz81mNvBc7TeWq2RaYu5JhQQgnT2fbNZQJJy",
+        '"integrity": "sha512-Xk39sLqPz81mNvBc7TeWq2RaYu5JhXk39sLqPz81mNvBc7TeWq2RaYu5Jh=="',
+    ]
+    for line in lines:
+        assert redact(line) == line
