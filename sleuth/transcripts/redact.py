@@ -299,10 +299,17 @@ ECHO_MIN_LENGTH = 6
 """A value under a secret key this long is also hidden where it appears without its key."""
 
 
+def _key_label(key: object) -> str | None:
+    """The by-key label of a mapping key; env-style names (`OPENAI_KEY`, `GITHUB_PAT`) too."""
+    if not isinstance(key, str):
+        return None
+    return secret_key_label(key) or ("secret" if _SECRET_NAME.fullmatch(key) else None)
+
+
 def _redact_mapping(obj: dict[Any, Any]) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
     for key, value in obj.items():
-        label = secret_key_label(key) if isinstance(key, str) else None
+        label = _key_label(key)
         out[key] = _under_key(value, label, {}) if label else redact_obj(value)
     return out
 
@@ -327,7 +334,7 @@ def _keyed(obj: Any, found: dict[str, str]) -> Any:
     if isinstance(obj, dict):
         out = {}
         for key, value in obj.items():
-            label = secret_key_label(key) if isinstance(key, str) else None
+            label = _key_label(key)
             out[key] = _under_key(value, label, found) if label else _keyed(value, found)
         return out
     if isinstance(obj, list):
@@ -343,6 +350,21 @@ def _echoed(obj: Any, pattern: re.Pattern[str], found: dict[str, str]) -> Any:
     if isinstance(obj, list):
         return [_echoed(item, pattern, found) for item in obj]
     return obj
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """An environment as it may be shown (launch env, approval prompts): values under a
+    secret name hidden by key, the rest redacted by pattern. The hidden values are also
+    registered (`register_secret`), so a server log that echoes one is redacted too.
+
+    >>> redact_env({"HF_TOKEN": "plain-value-123", "CUDA_VISIBLE_DEVICES": "0,1"})
+    {'HF_TOKEN': '[REDACTED:by-key token]', 'CUDA_VISIBLE_DEVICES': '0,1'}
+    """
+    for name, value in env.items():
+        if _key_label(name) is not None:
+            register_secret(value)
+    shown: dict[str, str] = redact_obj(env)
+    return shown
 
 
 def redact_keyed(doc: Any) -> Any:
