@@ -14,7 +14,7 @@ from pydantic import Field
 
 from sleuth.tools import redacted_grep
 from sleuth.tools.hosts import read_whole
-from sleuth.tools.keyed_secrets import scan_paths
+from sleuth.tools.keyed_secrets import scan_paths, too_big
 from sleuth.tools.registry import ToolContext, ToolInput, tool
 from sleuth.tools.results import ToolError, ToolResult, cap_output
 from sleuth.transcripts.redact import redact_keyed
@@ -93,6 +93,8 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
     if not run.stdout_cut and raw_lines and raw_lines[-1].isdigit():
         total = int(raw_lines.pop())
     keyed = scan_paths(sandbox, [path], ctx.limits.timeout_s).get(path, {})
+    if keyed is None:
+        raise too_big(path)
     raw_lines = [
         keyed[n].encode() if n in keyed else line for n, line in enumerate(raw_lines, args.start)
     ]
@@ -155,6 +157,10 @@ def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
     summary = f"{at_least}{len(found.matches)} matching lines in {at_least}{len(files)} files"
     if not found.matches:
         summary = f"no matches for {args.pattern!r} under {path}"
+    if found.unscanned:
+        summary += (
+            f"; not searched, too big to check for secrets by key: {', '.join(found.unscanned)}"
+        )
     if found.hidden:
         summary += (
             f"; {found.hidden} lines with redacted values did not match once redacted "
@@ -174,6 +180,7 @@ def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
             "files": files,
             "complete": not cut,
             "redacted_lines_unmatched": found.hidden,
+            "not_searched": found.unscanned,
         },
         argv=[["grep", "-r", "-n", "-I", *flags, *select, "-e", args.pattern, "--", path]],
         exit_code=0 if found.matches else 1,

@@ -42,11 +42,8 @@ STRUCTURED_SUFFIXES = frozenset(
 
 Redacted = dict[int, str]
 """Line number -> the line with its by-key secrets replaced; only changed lines."""
-
-
-def is_code(path: str) -> bool:
-    """Source code, scanned for private-key blocks only (see secret_scan.CODE_SUFFIXES)."""
-    return posixpath.splitext(path)[1].lower() in secret_scan.CODE_SUFFIXES
+Scanned = dict[str, Redacted | None]
+"""Per path; None for a configuration file too big to scan, whose lines must not be shown."""
 
 
 def _must_scan(path: str) -> bool:
@@ -54,7 +51,7 @@ def _must_scan(path: str) -> bool:
     return posixpath.splitext(name)[1] in STRUCTURED_SUFFIXES or name.startswith(".env")
 
 
-def _too_big(path: str) -> ToolError:
+def too_big(path: str) -> ToolError:
     return ToolError(
         f"{path} is over {secret_scan.MAX_SCAN_BYTES // (1 << 20)} MiB, too big to check for "
         "secrets by key, so its lines are not shown; read_json reads big JSON files"
@@ -63,13 +60,13 @@ def _too_big(path: str) -> ToolError:
 
 def scan_paths(
     sandbox: SandboxedHost, paths: Sequence[str], timeout: float | None = None
-) -> dict[str, Redacted]:
+) -> Scanned:
     """By-key (and private-key block) redactions for each of `paths`, resolved and inside
     the roots."""
     wanted = sorted(set(paths))
     if not wanted:
         return {}
-    found: dict[str, Redacted] | None = None
+    found: Scanned | None = None
     if not isinstance(sandbox.host, LocalHost):
         found = _on_host(sandbox, wanted, timeout)
     if found is None:
@@ -77,20 +74,16 @@ def scan_paths(
     return found
 
 
-def _here(sandbox: SandboxedHost, path: str, timeout: float | None) -> Redacted:
+def _here(sandbox: SandboxedHost, path: str, timeout: float | None) -> Redacted | None:
     """Read the file (over SFTP for a remote host) and scan it in this process."""
     size = sandbox.host.stat(path).size
     if size > secret_scan.MAX_SCAN_BYTES:
-        if _must_scan(path):
-            raise _too_big(path)
-        return {}
+        return None if _must_scan(path) else {}
     raw = read_whole(sandbox.host, path, size=size, timeout=timeout)
     return secret_scan.scan_bytes(raw, path, _RULES)
 
 
-def _on_host(
-    sandbox: SandboxedHost, paths: list[str], timeout: float | None
-) -> dict[str, Redacted] | None:
+def _on_host(sandbox: SandboxedHost, paths: list[str], timeout: float | None) -> Scanned | None:
     """The scan run by the host's python3; None when it has none that works."""
     try:
         run = sandbox.run_program(
@@ -101,15 +94,13 @@ def _on_host(
         return None
     if not isinstance(doc, dict):
         return None
-    out: dict[str, Redacted] = {}
+    out: Scanned = {}
     for path in paths:
         entry = doc["files"].get(path, {})
         if "lines" in entry:
             out[path] = {int(n): text for n, text in entry["lines"].items()}
-        elif entry.get("error") == "too-big" and _must_scan(path):
-            raise _too_big(path)
         elif entry.get("error") == "too-big":
-            out[path] = {}
+            out[path] = None if _must_scan(path) else {}
         else:
             raise ToolError(f"cannot check {path} for secrets: {entry.get('error', 'no answer')}")
     return out

@@ -7,7 +7,7 @@ first, by a fixed search (`SHADOW`, the same whatever the model asked) plus the
 by-key scan of the files it names, and each such line is judged only in its
 redacted form. The output is then a function of the redacted files alone: a right
 and a wrong guess read alike. A raw match on a line that redaction changes but the
-fixed search did not foresee (a generic high-entropy token) is never shown.
+fixed search did not foresee is never shown.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sleuth.tools.hosts import RunResult
-from sleuth.tools.keyed_secrets import is_code, scan_paths
+from sleuth.tools.keyed_secrets import scan_paths
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import redact
@@ -26,7 +26,8 @@ def _ci(word: str) -> str:
     return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in word)
 
 
-_ASSIGNED = r"[A-Za-z0-9_\"'-]*[[:space:]]*[:=][[:space:]]*[\"']?[^0-9[:space:]]"
+# A value that is not a number, or none on this line (a YAML parent or block follows).
+_ASSIGNED = r"[A-Za-z0-9_\"'-]*[[:space:]]*[:=]([[:space:]]*[\"']?[^0-9[:space:]]|[[:space:]]*$)"
 SHADOW = "|".join(
     [
         *(_ci(w) for w in ("passw", "passp", "pwd", "secret", "cred", "auth", "bearer", "cookie")),
@@ -67,6 +68,8 @@ class Found:
     hidden: int = 0
     """Lines holding redacted values that the pattern did not match once redacted."""
     raw_cut: int = 0
+    unscanned: list[str] = field(default_factory=list)
+    """Configuration files too big to check for secrets by key: not searched."""
 
 
 def parse(stdout: bytes) -> list[tuple[str, int, str]]:
@@ -112,24 +115,21 @@ def search(
         )
     raw_hits = parse(raw.stdout)
     shadow_hits = parse(shadow.stdout)
-    foreseen = {name for name, _, _ in shadow_hits}
-    # Files the fixed search points at are scanned whole (a block scalar's lines carry no
-    # key); other files with raw hits are scanned too, but only to drop hits on their
-    # secret lines, never to add lines.
-    unforeseen = {name for name, _, _ in raw_hits if not is_code(name)} - foreseen
-    keyed = scan_paths(sandbox, sorted(foreseen | unforeseen), timeout)
+    # Only files the fixed search points at can hold a secret by key (their key line
+    # matches it); they are scanned whole, since a block scalar's lines carry no key.
+    keyed = scan_paths(sandbox, sorted({name for name, _, _ in shadow_hits}), timeout)
+    unscanned = {name for name, lines in keyed.items() if lines is None}
     secret: dict[Hit, str] = {}
     for name, number, text in shadow_hits:
-        shown = redact(keyed.get(name, {}).get(number, text))
-        if shown != text:
+        shown = redact((keyed.get(name) or {}).get(number, text))
+        if shown != text and name not in unscanned:
             secret[(name, number)] = shown
-    for name in foreseen:
-        for number, text in keyed.get(name, {}).items():
+    for name, lines in keyed.items():
+        for number, text in (lines or {}).items():
             secret[(name, number)] = redact(text)
-    found = Found(raw_cut=raw.stdout_cut)
+    found = Found(raw_cut=raw.stdout_cut, unscanned=sorted(unscanned))
     for name, number, text in raw_hits:
-        changed = number in keyed.get(name, {}) or redact(text) != text
-        if (name, number) not in secret and not changed:
+        if (name, number) not in secret and name not in unscanned and redact(text) == text:
             found.matches.append((name, number, text))
     judged = sorted(secret)
     kept = _rematch(sandbox, match_flags, pattern, [secret[hit] for hit in judged])
@@ -188,6 +188,6 @@ def context_lines(
         for number, text in zip(printed[0::2], printed[1::2], strict=False):
             if number.isdigit():
                 n = int(number)
-                shown = keyed.get(name, {}).get(n, text.decode(errors="replace"))
+                shown = (keyed.get(name) or {}).get(n, text.decode(errors="replace"))
                 out[(name, n)] = redact(shown)
     return out
