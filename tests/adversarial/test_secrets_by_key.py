@@ -35,7 +35,7 @@ from . import figures
 from .test_secrets import corpus, fingerprints, plant
 from .test_secrets_grep_oracle import fast_python
 
-CI_EXAMPLES = {"local": 800, "remote": 80, "sftp": 120}
+CI_EXAMPLES = {"local": 880, "remote": 40, "sftp": 80}
 DEEP_FACTOR = 10
 
 

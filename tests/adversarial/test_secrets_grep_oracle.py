@@ -62,11 +62,11 @@ def plant(root: Path, side: str) -> None:
 
 
 def guesses() -> list[tuple[str, str, str, dict[str, Any]]]:
-    """(call id, file, pattern, options): prefixes of deployment a's secrets, 1 to 4 long."""
+    """(call id, file, pattern, options): prefixes of deployment a's secrets, 1 to 3 long."""
     out = []
     for s, (path, shape, options) in enumerate(SEARCHES):
         secret = TOKENS["a"] if path == ".env" else PASSWORDS["a"]
-        for n in range(1, 5):
+        for n in range(1, 4):
             out.append((f"toolu_{s}_{n}", path, shape.format(secret[:n]), options))
     return out
 
