@@ -12,12 +12,14 @@ fixed search did not foresee is never shown.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sleuth.tools.hosts import RunResult
 from sleuth.tools.keyed_secrets import scan_paths
 from sleuth.tools.policy import SandboxedHost
+from sleuth.tools.remote import secret_scan
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import redact
 
@@ -31,6 +33,7 @@ _ASSIGNED = r"[A-Za-z0-9_\"'-]*[[:space:]]*[:=]([[:space:]]*[\"']?[^0-9[:space:]
 SHADOW = "|".join(
     [
         *(_ci(w) for w in ("passw", "passp", "pwd", "secret", "cred", "auth", "bearer", "cookie")),
+        *(_ci(w) + "[\"']?[[:space:]]*[:=]" for w in ("pass", "psk")),
         *(
             _ci(w) + "[^A-Za-z0-9]?" + _ci("key")
             for w in ("api", "access", "private", "client", "signing", "ssh", "encryption")
@@ -47,6 +50,11 @@ SHADOW = "|".join(
         "gh[pousr]_",
         "github_pat_",
         "xox[abprs]-",
+        "hooks\\.slack\\.com/services/",
+        "AIza",
+        "[sr]k_(live|test)_",
+        "glpat-",
+        "npm_",
         "eyJ",
         "://[^[:space:]:/@\"'<>]+:[^[:space:]@/\"'<>]+@",
         "[=:\"'][[:space:]]*[\"']?[A-Za-z0-9+/_-]{24,}",
@@ -117,19 +125,25 @@ def search(
     shadow_hits = parse(shadow.stdout)
     # Only files the fixed search points at can hold a secret by key (their key line
     # matches it); they are scanned whole, since a block scalar's lines carry no key.
-    keyed = scan_paths(sandbox, sorted({name for name, _, _ in shadow_hits}), timeout)
+    # Files that hold passwords by position (.pgpass) carry no key: their hits are scanned
+    # only to be dropped, so that whether they matched never shows.
+    foreseen = {name for name, _, _ in shadow_hits}
+    positional = {name for name, _, _ in raw_hits if _positional(name)} - foreseen
+    keyed = scan_paths(sandbox, sorted(foreseen | positional), timeout)
     unscanned = {name for name, lines in keyed.items() if lines is None}
+    dropped = {(name, n) for name in positional for n in keyed.get(name) or {}}
     secret: dict[Hit, str] = {}
     for name, number, text in shadow_hits:
         shown = redact((keyed.get(name) or {}).get(number, text))
         if shown != text and name not in unscanned:
             secret[(name, number)] = shown
-    for name, lines in keyed.items():
-        for number, text in (lines or {}).items():
+    for name in foreseen:
+        for number, text in (keyed.get(name) or {}).items():
             secret[(name, number)] = redact(text)
     found = Found(raw_cut=raw.stdout_cut, unscanned=sorted(unscanned))
     for name, number, text in raw_hits:
-        if (name, number) not in secret and name not in unscanned and redact(text) == text:
+        hidden = (name, number) in secret or (name, number) in dropped
+        if not hidden and name not in unscanned and redact(text) == text:
             found.matches.append((name, number, text))
     judged = sorted(secret)
     kept = _rematch(sandbox, match_flags, pattern, [secret[hit] for hit in judged])
@@ -140,6 +154,10 @@ def search(
     found.matches.sort()
     found.matches = _per_file(found.matches, max_matches)
     return found
+
+
+def _positional(path: str) -> bool:
+    return posixpath.basename(path).lstrip("._") in secret_scan.COLON_FILES
 
 
 def _rematch(

@@ -43,7 +43,7 @@ KEY_RULES: list[tuple[str, str]] = [
     ("private_key", r"_(?:private|client|signing|ssh|encryption|account)_?key_"),
     ("api_key", r"_api_?key_"),
     ("access_key", r"_access_?key_"),
-    ("password", r"_(?:password|passwords|passphrase|pwd)_"),
+    ("password", r"_(?:password|passwords|passphrase|pwd|psk)_|_pass_$"),
     ("passwd", r"_passwd_"),
     ("secret", r"_secrets?_"),
     ("credential", r"_(?:credentials?|creds)_"),
@@ -96,6 +96,11 @@ _PATTERNS: list[tuple[str, str]] = [
     ("github-token", r"gh(?<![A-Za-z0-9_]gh)[pousr]_[A-Za-z0-9]{36,}"),
     ("github-token", r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{22,}"),
     ("slack-token", r"xox(?<![A-Za-z0-9_]xox)[abprs]-[A-Za-z0-9-]{10,}"),
+    ("slack-webhook", r"hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}"),
+    ("google-api-key", r"AIza(?<![A-Za-z0-9_-]AIza)[0-9A-Za-z_-]{35}"),
+    ("stripe-key", r"[sr]k_(?:live|test)_(?<![A-Za-z0-9][sr]k_live_)[0-9A-Za-z]{16,}"),
+    ("gitlab-token", r"glpat-(?<![A-Za-z0-9_-]glpat-)[A-Za-z0-9_-]{20,}"),
+    ("npm-token", r"npm_(?<![A-Za-z0-9_]npm_)[A-Za-z0-9]{36}"),
     ("bearer-token", r"(?P<keep>\b(?i:bearer)\s+)[A-Za-z0-9._~+/-]{16,}=*"),
     ("url-password", r"(?P<keep>://[^\s:/@\"'<>]+:)[^\s@/\"'<>]+(?=@)"),
     ("jwt", r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
@@ -116,8 +121,8 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
 # Secret-named assignments are found from the name's last word backwards,
 # since a pattern starting at every identifier is ten times slower.
 _NAME_TAIL = re.compile(
-    r"[yYnNtTdDsShHeErRlL](?<=(?i:key|ken|ret|ets|swd|ord|rds|als|pat|uth|ion|kie|ies|rer|ial"
-    r"|ase|pwd))(?P<sep>[\"']?[ \t]*[=:][ \t]*)"
+    r"[yYnNtTdDsShHeErRlLkK](?<=(?i:key|ken|ret|ets|swd|ord|rds|als|pat|uth|ion|kie|ies|rer|ial"
+    r"|ase|pwd|ass|psk))(?P<sep>[\"']?[ \t]*[=:][ \t]*)"
 )
 _AUTH_SCHEMES = frozenset({"basic", "bearer", "token", "digest", "negotiate", "apikey"})
 _SCHEME_GAP = re.compile(r"[ \t]+")

@@ -75,6 +75,11 @@ def keyed_values() -> dict[str, str]:
         "xml",
         "jsonl",
         "kube_token",
+        "compose",
+        "properties_1",
+        "properties_2",
+        "jsonc_next",
+        "pgpass",
     ]
     values = {name: f"{_rand(4, string.ascii_lowercase)}{_rand(12)}" for name in names}
     pem = "\n".join(_rand(64) for _ in range(4))
@@ -139,6 +144,22 @@ def plant_structured(root: Path, v: dict[str, str]) -> list[str]:
         "events.jsonl": (
             f'{{"event": "start"}}\n{{"event": "login", "session": {{"token": "{v["jsonl"]}"}}}}\n'
         ),
+    }
+    files |= {
+        "docker-compose.yml": (
+            "services:\n  db:\n    image: postgres:16\n    environment:\n"
+            f"      - POSTGRES_PASSWORD={v['compose']}\n      - POSTGRES_DB=app\n"
+        ),
+        "app.properties": (
+            "server.port=8080\n"
+            f"db.password={v['properties_1']}\\\n    {v['properties_2']}\n"
+            "db.user=svc\n"
+        ),
+        "settings.jsonc": (
+            '{\n  // the service account\n  "password":\n'
+            f'  "{v["jsonc_next"]}",\n  "port": 1\n}}\n'
+        ),
+        ".pgpass": f"db.internal:5432:app:svc:{v['pgpass']}\n",
     }
     for name, body in files.items():
         (root / name).write_text(body)

@@ -227,6 +227,16 @@ def _line_spans(lines: list[str], rules: Rules, netrc: bool) -> dict[int, list[S
                 hide(n, 0, len(body) if end < 0 else end, owner)
                 state = None if end >= 0 else ("bracket", ind, owner, quote)
                 continue
+            elif kind == "next":
+                if not body.strip() or body.strip()[0] in "#;":
+                    continue
+                state = None
+                key_line = _KEY_LINE.match(body)
+                if (key_line is None or not key_line.group("key").strip()) and not _SECTION.match(
+                    body
+                ):
+                    hide(n, content(body), len(body), owner)
+                    continue
             elif kind == "backslash":
                 hide(n, 0, len(body), owner)
                 if not body.endswith("\\"):
@@ -266,7 +276,10 @@ def _line_spans(lines: list[str], rules: Rules, netrc: bool) -> dict[int, list[S
         stack.append((ind, label))
         value = body[match.end() :]
         start = match.end()
-        if label is None or not value.strip():
+        if label is None:
+            continue
+        if not value.strip() or value.strip().startswith("#"):
+            state = ("next", ind, label, "")  # JSONC or YAML: the value on the next line
             continue
         if match.group("sep") == ":" and _BLOCK.fullmatch(value):
             state = ("block", ind, label, "")
@@ -350,6 +363,25 @@ def _pem_spans(lines: list[str]) -> dict[int, list[Span]]:
 PEM = "private-key"
 
 
+COLON_FILES = {"pgpass": 4, "htpasswd": 1}
+"""Files of colon-separated fields whose last field is a password (`host:port:db:user:pw`)."""
+
+
+def _after_colons(line: str, count: int) -> int | None:
+    """Where the field after the `count`-th unescaped colon starts, or None."""
+    i, seen = 0, 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        if line[i] == ":":
+            seen += 1
+            if seen == count:
+                return i + 1
+        i += 1
+    return None
+
+
 def scan_text(text: str, name: str, rules: Rules) -> dict[int, list[Span]]:
     """Line number (1-based, lines split on "\\n" only) -> spans of hidden values on it."""
     lines = text.split("\n")
@@ -361,7 +393,13 @@ def scan_text(text: str, name: str, rules: Rules) -> dict[int, list[Span]]:
         if found is not None:
             spans = _offsets_to_lines(text, found)
     if spans is None:
-        spans = _line_spans(lines, rules, os.path.basename(name).lstrip("._") == "netrc")
+        base = os.path.basename(name).lstrip("._")
+        spans = _line_spans(lines, rules, base == "netrc")
+        if base in COLON_FILES:
+            for n, line in enumerate(lines, 1):
+                at = _after_colons(line, COLON_FILES[base])
+                if at is not None and at < len(line):
+                    spans.setdefault(n, []).append((at, len(line), "password"))
         # JSON Lines, and JSON objects logged one per line.
         for n, line in enumerate(lines, 1):
             body = line.strip()
