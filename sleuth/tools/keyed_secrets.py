@@ -18,9 +18,11 @@ from sleuth.tools.hosts import HostError, LocalHost, read_whole
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.remote import secret_scan
 from sleuth.tools.results import ToolError
-from sleuth.transcripts.redact import KEY_RULES, KEY_WORDS, SOFT_LABELS
+from sleuth.transcripts.redact import KEY_RULES, KEY_STEMS, KEY_WORDS, SOFT_LABELS
 
-RULES = json.dumps({"words": KEY_WORDS, "rules": KEY_RULES, "soft": sorted(SOFT_LABELS)})
+RULES = json.dumps(
+    {"words": KEY_WORDS, "rules": KEY_RULES, "soft": sorted(SOFT_LABELS), "stems": KEY_STEMS}
+)
 _RULES = secret_scan.Rules(json.loads(RULES))
 
 # Files that are configuration by name: too big to scan means their lines are not shown.
@@ -80,7 +82,12 @@ def _here(sandbox: SandboxedHost, path: str, timeout: float | None) -> Redacted 
     if size > secret_scan.MAX_SCAN_BYTES:
         return None if _must_scan(path) else {}
     raw = read_whole(sandbox.host, path, size=size, timeout=timeout)
-    return secret_scan.scan_bytes(raw, path, _RULES)
+    found = secret_scan.scan_bytes(raw, path, _RULES)
+    # As the program's JSON answer would carry them: bytes that are not UTF-8 replaced.
+    return {
+        n: text.encode(errors="surrogateescape").decode(errors="replace")
+        for n, text in found.items()
+    }
 
 
 def _on_host(sandbox: SandboxedHost, paths: list[str], timeout: float | None) -> Scanned | None:

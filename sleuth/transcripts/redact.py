@@ -59,6 +59,9 @@ KEY_RULES: list[tuple[str, str]] = [
     ),
     ("session", r"_session_(?:id_)?$|_sessionid_$"),
 ]
+KEY_STEMS: tuple[str, ...] = ("pass", "pwd", "psk", "secret", "key", "cred", "auth", "bearer")
+KEY_STEMS += ("cookie", "token", "session")
+"""Every rule needs one of these in the lower-cased key: a cheap test before the rules."""
 SOFT_LABELS = frozenset({"token", "session"})
 """Labels whose numbers stay visible: a count is not a credential."""
 _KEY_WORDS = re.compile(KEY_WORDS)
@@ -72,6 +75,9 @@ def secret_key_label(key: str) -> str | None:
     >>> secret_key_label("client-key-data"), secret_key_label("bos_token")
     ('private_key', None)
     """
+    lowered = key.lower()
+    if not any(stem in lowered for stem in KEY_STEMS):
+        return None
     words = "_" + "_".join(w.lower() for w in _KEY_WORDS.findall(key)) + "_"
     for label, rule in _KEY_RULES:
         if rule.search(words):

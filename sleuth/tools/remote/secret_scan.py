@@ -17,6 +17,7 @@ with only the lines that changed.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -37,10 +38,14 @@ class Rules:
         self.words = re.compile(doc["words"])
         self.rules = [(label, re.compile(rule)) for label, rule in doc["rules"]]
         self.soft = frozenset(doc["soft"])
+        self.stems = tuple(doc["stems"])
         self._cache: dict[str, str | None] = {}
 
     def label(self, key: str) -> str | None:
         if key not in self._cache:
+            lowered = key.lower()
+            if not any(stem in lowered for stem in self.stems):
+                return None
             words = "_" + "_".join(w.lower() for w in self.words.findall(key)) + "_"
             self._cache[key] = next((lb for lb, rule in self.rules if rule.search(words)), None)
         return self._cache[key]
@@ -122,16 +127,29 @@ def _json_spans(text: str, rules: Rules) -> list[tuple[int, int, str]] | None:
     return out if ws(end) == len(text) else None
 
 
+def _json_without_secret_keys(text: str, rules: Rules) -> bool:
+    """Whether `text` is JSON none of whose keys marks a secret (so nothing is hidden)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    todo = [doc]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            if any(rules.label(key) for key in item):
+                return False
+            todo.extend(v for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            todo.extend(v for v in item if isinstance(v, (dict, list)))
+    return True
+
+
 def _offsets_to_lines(text: str, spans: list[tuple[int, int, str]]) -> dict[int, list[Span]]:
-    starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            starts.append(i + 1)
+    starts = [0, *(m.end() for m in re.finditer("\n", text))]
     out: dict[int, list[Span]] = {}
-    line = 0
-    for start, end, label in sorted(spans):
-        while line + 1 < len(starts) and starts[line + 1] <= start:
-            line += 1
+    for start, end, label in spans:
+        line = bisect.bisect_right(starts, start) - 1
         out.setdefault(line + 1, []).append((start - starts[line], end - starts[line], label))
     return out
 
@@ -388,6 +406,8 @@ def scan_text(text: str, name: str, rules: Rules) -> dict[int, list[Span]]:
     if os.path.splitext(name)[1].lower() in CODE_SUFFIXES:
         return _pem_spans(lines)
     spans: dict[int, list[Span]] | None = None
+    if text.lstrip()[:1] in ("{", "[") and _json_without_secret_keys(text, rules):
+        return _pem_spans(lines)  # a safetensors index or tokenizer: parsed at C speed
     if text.lstrip()[:1] in ("{", "["):
         found = _json_spans(text, rules)
         if found is not None:
