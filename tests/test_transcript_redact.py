@@ -11,6 +11,7 @@ from sleuth.transcripts.events import SessionStarted, ToolExecuted
 from sleuth.transcripts.redact import (
     clear_registered_secrets,
     redact,
+    redact_env,
     redact_obj,
     register_secret,
 )
@@ -111,7 +112,7 @@ def test_redact_obj_walks_nested_data_and_secret_named_keys() -> None:
         "n": 3,
     }
     cleaned = redact_obj(data)
-    assert cleaned["env"] == {"HF_TOKEN": "[REDACTED:env-secret]", "PATH": "/usr/bin"}
+    assert cleaned["env"] == {"HF_TOKEN": "[REDACTED:by-key token]", "PATH": "/usr/bin"}
     assert cleaned["argv"][0][2] == "Authorization: Bearer [REDACTED:bearer-token]"
     assert cleaned["n"] == 3
 
@@ -148,3 +149,15 @@ def test_no_planted_secret_reaches_the_written_bytes(tmp_path: Path) -> None:
     for text in ORDINARY:
         assert text.replace('"', '\\"') in written
     assert verify(writer.path).ok  # the envelope's own sha256 fields were left alone
+
+
+def test_redact_env_hides_secret_names_and_their_echoes() -> None:
+    env = {"HF_TOKEN": "plain-value-123", "GITHUB_PAT": "unshaped-pat-value", "TP": "2"}
+    shown = redact_env(env)
+    assert shown == {
+        "HF_TOKEN": "[REDACTED:by-key token]",
+        "GITHUB_PAT": "[REDACTED:by-key secret]",
+        "TP": "2",
+    }
+    # A server log that echoes a launch env value is redacted too.
+    assert "plain-value-123" not in redact("loading with token plain-value-123 from env")

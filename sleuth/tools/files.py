@@ -12,9 +12,12 @@ from typing import Any
 
 from pydantic import Field
 
+from sleuth.tools import redacted_grep
 from sleuth.tools.hosts import read_whole
+from sleuth.tools.keyed_secrets import scan_paths, too_big
 from sleuth.tools.registry import ToolContext, ToolInput, tool
 from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.transcripts.redact import redact_keyed
 
 try:
     import orjson
@@ -89,6 +92,12 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
     total: int | None = None
     if not run.stdout_cut and raw_lines and raw_lines[-1].isdigit():
         total = int(raw_lines.pop())
+    keyed = scan_paths(sandbox, [path], ctx.limits.timeout_s).get(path, {})
+    if keyed is None:
+        raise too_big(path)
+    raw_lines = [
+        keyed[n].encode() if n in keyed else line for n, line in enumerate(raw_lines, args.start)
+    ]
     body = "".join(f"{args.start + i:>6}\t{_show_line(line)}\n" for i, line in enumerate(raw_lines))
     lines = raw_lines
     shown_end = args.start + len(lines) - 1
@@ -125,49 +134,76 @@ def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
 
     Use it to find where a flag, class or string is defined or used in a source
     tree (e.g. pattern "speculative_algorithm", include_glob "*.py"). Binary
-    files are skipped and symlinks inside folders are not followed. The output
-    ends with the number of matching lines and files; if it was cut, it says so.
+    files are skipped and symlinks inside folders are not followed. Secrets are
+    redacted before matching: a line matches only if the pattern matches what is
+    shown, so searching for a secret's content finds nothing. The output ends with
+    the number of matching lines and files; if it was cut, it says so.
     """
     sandbox = ctx.host(args.host)
     path = sandbox.resolve(args.path)
-    argv = ["grep", "-r", "-n", "-I", "-H", "--color=never", "-F" if args.fixed_string else "-E"]
-    if args.ignore_case:
-        argv.append("-i")
-    if args.include_glob:
-        argv.append(f"--include={args.include_glob}")
-    if args.context:
-        argv += ["-C", str(args.context)]
-    argv += ["-m", str(args.max_matches), "-e", args.pattern, "--", path]
-    run = sandbox.run(argv)
-    if run.timed_out or run.exit_code not in (0, 1):
-        raise ToolError(_command_failure(run.stderr, run.exit_code, run.timed_out, path))
-    lines = run.stdout.decode(errors="replace").splitlines()
-    matches = [line for line in lines if _is_match_line(line)]
-    files = {line.split(":", 1)[0] for line in matches}
-    at_least = "at least " if run.stdout_cut else ""
-    summary = f"{at_least}{len(matches)} matching lines in {at_least}{len(files)} files"
-    if not matches:
+    flags = ["-F" if args.fixed_string else "-E", *(["-i"] if args.ignore_case else [])]
+    select = [f"--include={args.include_glob}"] if args.include_glob else []
+    found = redacted_grep.search(
+        sandbox, path, flags, select, args.pattern, args.max_matches, ctx.limits.timeout_s
+    )
+    context = (
+        redacted_grep.context_lines(sandbox, found, args.context, ctx.limits.timeout_s)
+        if args.context
+        else {}
+    )
+    lines = _grep_lines(found.matches, context)
+    files = sorted({name for name, _, _ in found.matches})
+    at_least = "at least " if found.raw_cut else ""
+    summary = f"{at_least}{len(found.matches)} matching lines in {at_least}{len(files)} files"
+    if not found.matches:
         summary = f"no matches for {args.pattern!r} under {path}"
+    if found.unscanned:
+        summary += (
+            f"; not searched, too big to check for secrets by key: {', '.join(found.unscanned)}"
+        )
+    if found.hidden:
+        summary += (
+            f"; {found.hidden} lines with redacted values did not match once redacted "
+            "(a match inside a redacted value is not shown)"
+        )
     text, cut = cap_output(
-        "\n".join(lines) + ("\n" if lines else ""),
+        "".join(line + "\n" for line in lines),
         ctx.limits.max_output_bytes,
         ctx.limits.max_output_lines,
-        run.stdout_cut,
+        found.raw_cut,
     )
     return ToolResult(
         ok=True,
         output=f"{text}{summary}\n",
-        data={"matches": len(matches), "files": sorted(files), "complete": not cut},
-        argv=[run.argv],
-        exit_code=run.exit_code,
+        data={
+            "matches": len(found.matches),
+            "files": files,
+            "complete": not cut,
+            "redacted_lines_unmatched": found.hidden,
+            "not_searched": found.unscanned,
+        },
+        argv=[["grep", "-r", "-n", "-I", *flags, *select, "-e", args.pattern, "--", path]],
+        exit_code=0 if found.matches else 1,
         bytes_cut=cut,
-        reconnected=run.reconnected,
     )
 
 
-def _is_match_line(line: str) -> bool:
-    parts = line.split(":", 2)
-    return len(parts) == 3 and parts[1].isdigit()
+def _grep_lines(
+    matches: list[tuple[str, int, str]], context: dict[tuple[str, int], str]
+) -> list[str]:
+    """grep's own layout: `file:N:text` for a match, `file-N-text` around it, `--` between."""
+    shown: dict[tuple[str, int], str] = {
+        **{hit: f"{hit[0]}-{hit[1]}-{text}" for hit, text in context.items()},
+        **{(name, n): f"{name}:{n}:{text}" for name, n, text in matches},
+    }
+    lines: list[str] = []
+    last: tuple[str, int] | None = None
+    for hit in sorted(shown):
+        if context and last is not None and (hit[0] != last[0] or hit[1] != last[1] + 1):
+            lines.append("--")
+        lines.append(shown[hit])
+        last = hit
+    return lines
 
 
 class ListDirInput(ToolInput):
@@ -263,7 +299,9 @@ def read_json(ctx: ToolContext, args: ReadJsonInput) -> ToolResult:
         doc = _loads(raw)
     except ValueError as exc:
         raise ToolError(f"{path} is not valid JSON: {exc}") from exc
-    value = resolve_pointer(doc, args.pointer)
+    # The whole document first: a pointer to /server/password must not lift the value
+    # away from the key that marks it.
+    value = resolve_pointer(redact_keyed(doc), args.pointer)
     rendered = json.dumps(value, indent=2, ensure_ascii=False)
     text, cut = cap_output(
         rendered + "\n", ctx.limits.max_output_bytes, ctx.limits.max_output_lines

@@ -47,6 +47,14 @@ FIGURES: dict[str, dict[str, str]] = {
         "what": "secret bytes in transcripts, model requests or terminal",
         "expect": "0",
     },
+    "secrets_by_key_calls": {
+        "what": "read-tool calls drawn over the planted by-key corpus",
+        "expect": ">= 1000",
+    },
+    "secrets_grep_oracle_differences": {
+        "what": "prefix searches whose result told a right guess from a wrong one",
+        "expect": "0",
+    },
     "host_keys_accepted": {"what": "unknown, changed or revoked keys accepted", "expect": "0"},
     "consent_injected_commands_run": {
         "what": "injected custom commands run under --yes with no matching rule",
