@@ -16,7 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 SCHEMA_VERSION = 1
 
 Verdict = Literal["yes", "no", "partial", "unknown"]
-SessionStatus = Literal["answered", "budget_exhausted", "error", "interrupted", "refused"]
+SessionStatus = Literal[
+    "answered", "budget_exhausted", "error", "interrupted", "refused", "closed"
+]
+"""`closed`: an MCP client ended its session (`sleuth mcp`), which has no answer of its own."""
 
 
 class _Event(BaseModel):
@@ -60,6 +63,8 @@ class SessionStarted(_Event):
     tools: list[ToolSpec] = Field(default_factory=list)
     resumed_from: str | None = None
     """Path of the transcript this session continues, for `sleuth resume`."""
+    client: dict[str, str] | None = None
+    """The MCP client's name and version, for a `sleuth mcp` session (brain "mcp")."""
 
 
 class ContentBlock(BaseModel):
