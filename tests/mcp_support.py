@@ -35,6 +35,12 @@ SECRET = "the-outside-secret-7f3a"
 CLIENT = types.Implementation(name="sleuth-tests", version="1.2.3")
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str
+    pid: int
+
+
 @dataclass
 class McpProject:
     """A folder with sleuth.toml, a file inside the roots and one outside them."""
@@ -83,19 +89,19 @@ class McpProject:
         )
 
     @contextlib.contextmanager
-    def http_server(self, *extra: str) -> Iterator[str]:
-        """`sleuth mcp --http 127.0.0.1:PORT` running; yields its URL; SIGTERM at the end."""
+    def http_server(self, *extra: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+        """`sleuth mcp --http 127.0.0.1:PORT` running; SIGTERM at the end."""
         port = free_port()
         proc = subprocess.Popen(
             self.argv("--http", f"127.0.0.1:{port}", *extra),
             cwd=self.root,
-            env=self.env(),
+            env={**self.env(), **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         try:
             wait_for_port(port, proc)
-            yield f"http://127.0.0.1:{port}/mcp"
+            yield Served(f"http://127.0.0.1:{port}/mcp", proc.pid)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -118,9 +124,9 @@ class McpProject:
             ) as client:
                 yield client
             return
-        with self.http_server() as url:
+        with self.http_server() as served:
             async with Client(
-                url, mode=mode, client_info=CLIENT, elicitation_callback=elicit
+                served.url, mode=mode, client_info=CLIENT, elicitation_callback=elicit
             ) as client:
                 yield client
 
@@ -166,3 +172,21 @@ def answering(action: str, approve: bool = True) -> ElicitationFnT:
 
     answer.asked = []  # type: ignore[attr-defined]
     return answer
+
+
+def tcp_connections(pid: int, remote_port: int) -> int:
+    """Established TCP connections process `pid` holds to `remote_port` on this machine."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            remote, state, inode = fields[2], fields[3], fields[9]
+            if state == "01" and int(remote.rsplit(":", 1)[1], 16) == remote_port:
+                count += inode in inodes
+    return count
