@@ -10,13 +10,20 @@ session.end()
 Calls arrive from any number of threads at once; each runs through `registry.execute` (the
 same validation, policy and approval path as `sleuth ask`) on a context that shares the
 server's hosts, so concurrent calls on one SSH host share its one connection.
+
+Events are written, in order, by one recorder thread, so a call's reply does not wait for the
+transcript's fsync (several milliseconds on a busy disk, more than the rest of the MCP layer).
+A crash still leaves whole, verified events: it loses at most the calls in flight. A write
+that fails stops the session's calls, since Sleuth runs nothing it cannot record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +36,7 @@ from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
 from sleuth.tools.registry import ToolContext, execute
 from sleuth.transcripts.events import (
     ApprovalEvent,
+    Event,
     Finding,
     FindingEvent,
     SessionEnded,
@@ -38,7 +46,7 @@ from sleuth.transcripts.events import (
     Totals,
 )
 from sleuth.transcripts.redact import redact
-from sleuth.transcripts.store import TranscriptWriter
+from sleuth.transcripts.store import TranscriptError, TranscriptWriter
 
 BRAIN = "mcp"
 """The `brain` a session_started names for an MCP session: the client drove it."""
@@ -75,6 +83,8 @@ class McpSession:
         self._tool_calls = 0
         self._started = time.monotonic()
         self._ended = False
+        self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="transcript")
+        self._failed: TranscriptError | None = None
 
     @classmethod
     def open(
@@ -109,6 +119,13 @@ class McpSession:
     ) -> CallOutcome:
         """Run one tool call (or report_finding) and record it. Never raises for bad input."""
         call_id = call_id or self.next_id()
+        if self._failed is not None:
+            return CallOutcome(
+                call_id,
+                f"error: not run: the session's transcript cannot be written ({self._failed}); "
+                "Sleuth runs no call it cannot record. Free the disk and restart `sleuth mcp`.",
+                True,
+            )
         if name == REPORT_FINDING:
             return self._report(call_id, raw)
         with self._lock:
@@ -121,7 +138,7 @@ class McpSession:
         result = execute(ctx, name, raw)
         output = redact(result.output)
         self.grounder.record(call_id, name, output)
-        self.writer.append(
+        self._record(
             ToolExecuted(
                 call_id=call_id,
                 tool=name,
@@ -149,14 +166,24 @@ class McpSession:
         for call_id, finding in self.grounder.unmended():
             self._keep(call_id, finding)
         totals = Totals(tool_calls=self._tool_calls, wall_s=time.monotonic() - self._started)
-        self.writer.append(
-            SessionEnded(status=status, summary=summarise(self.findings), totals=totals)
-        )
+        self._record(SessionEnded(status=status, summary=summarise(self.findings), totals=totals))
+        self._recorder.shutdown(wait=True)
         self.writer.close()
+
+    def _record(self, event: Event) -> None:
+        def write() -> None:
+            try:
+                self.writer.append(event)
+            except TranscriptError as exc:
+                self._failed = self._failed or exc
+
+        # After the end (a client that left mid-call), nothing follows session_ended.
+        with contextlib.suppress(RuntimeError):
+            self._recorder.submit(write)
 
     def _report(self, call_id: str, raw: dict[str, Any]) -> CallOutcome:
         outcome = self.grounder.report(call_id, raw)
-        self.writer.append(
+        self._record(
             ToolExecuted(
                 call_id=call_id,
                 tool=REPORT_FINDING,
@@ -173,10 +200,10 @@ class McpSession:
     def _keep(self, call_id: str, finding: Finding) -> None:
         with self._lock:
             self.findings.append(finding)
-        self.writer.append(FindingEvent(call_id=call_id, finding=finding))
+        self._record(FindingEvent(call_id=call_id, finding=finding))
 
     def _approval(self, call_id: str, request: ApprovalRequest, decision: ApprovalDecision) -> None:
-        self.writer.append(
+        self._record(
             ApprovalEvent(
                 call_id=call_id,
                 tool=request.tool,
