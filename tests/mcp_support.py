@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp import Client, StdioServerParameters
@@ -162,16 +162,17 @@ def call_id_of(result: types.CallToolResult) -> str:
     return str(meta["sleuth/call_id"])
 
 
-def answering(action: str, approve: bool = True) -> ElicitationFnT:
-    """An elicitation callback that answers every question the same way, and counts them."""
+class Answering:
+    """An elicitation callback that answers every question the same way, and keeps them."""
 
-    async def answer(context: Any, params: Any) -> types.ElicitResult:
-        answer.asked.append(params.message)  # type: ignore[attr-defined]
-        content = {"approve": approve} if action == "accept" else None
-        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+    def __init__(self, action: Literal["accept", "decline", "cancel"], approve: bool = True):
+        self.action, self.approve = action, approve
+        self.asked: list[str] = []
 
-    answer.asked = []  # type: ignore[attr-defined]
-    return answer
+    async def __call__(self, context: Any, params: Any) -> types.ElicitResult:
+        self.asked.append(params.message)
+        content = {"approve": self.approve} if self.action == "accept" else None
+        return types.ElicitResult(action=self.action, content=content)
 
 
 def tcp_connections(pid: int, remote_port: int) -> int:

@@ -4,7 +4,7 @@ over stdio and streamable HTTP, on the local host and over the test sshd."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
@@ -22,8 +22,8 @@ from sleuth.transcripts.verify import verify
 from tests.mcp_support import (
     CLIENT,
     SECRET,
+    Answering,
     McpProject,
-    answering,
     call_id_of,
     text_of,
 )
@@ -133,12 +133,12 @@ def test_a_session_lists_reads_refuses_grounds_and_is_recorded(
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 @pytest.mark.parametrize("answer", ["accept", "decline"])
 def test_a_mutating_call_the_host_allows_asks_the_user_through_elicitation(
-    tmp_path: Path, mode: str, answer: str
+    tmp_path: Path, mode: str, answer: Literal["accept", "decline"]
 ) -> None:
     """`auto` speaks 2026-07-28 (the answer comes back with a second call); `legacy` speaks
     2025-11-25 (the server asks inside the call)."""
     project = McpProject.create(tmp_path, allow=["stop_server"])
-    elicit = answering(answer)
+    elicit = Answering(answer)
     results: list[types.CallToolResult] = []
 
     async def session() -> None:
@@ -150,7 +150,7 @@ def test_a_mutating_call_the_host_allows_asks_the_user_through_elicitation(
     anyio.run(session)
 
     [result] = results
-    [asked] = elicit.asked  # type: ignore[attr-defined]
+    [asked] = elicit.asked
     assert "stop_server" in asked and SERVER_ID in asked
     assert result.is_error
     if answer == "accept":
