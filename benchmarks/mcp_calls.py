@@ -28,7 +28,7 @@ from sleuth.config import HostConfig, Limits
 from sleuth.tools.policy import SandboxedHost
 from sleuth.tools.registry import ToolContext, execute
 from sleuth.tools.ssh import SSHHost
-from tests.mcp_support import CLIENT, McpProject
+from tests.mcp_support import CLIENT, McpProject, mcp_server_pid
 from tests.sshd import SSHServer, missing_reason
 
 WARMUP = 10
@@ -70,7 +70,7 @@ async def measure(project: McpProject, ctx: ToolContext, calls: int) -> dict[str
         # The layer alone: a call refused before any host work (no `path`), both ways.
         bad = {"host": "remote"}
         layer_mcp, layer_direct = [], []
-        server = server_pid()
+        server = mcp_server_pid()
         client_cpu = 0.0
         for i in range(WARMUP + calls):
             if i == WARMUP:
@@ -115,15 +115,6 @@ async def measure(project: McpProject, ctx: ToolContext, calls: int) -> dict[str
         "sequential": sequential,
         "concurrent": concurrent,
     }
-
-
-def server_pid() -> int:
-    """The `sleuth mcp` process the client started (a child of this one)."""
-    for task in Path("/proc/self/task").iterdir():
-        for pid in (task / "children").read_text().split():
-            if b"mcp" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return int(pid)
-    raise RuntimeError("the sleuth mcp process was not found among this process's children")
 
 
 def cpu_seconds(pid: int) -> float:

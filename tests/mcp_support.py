@@ -191,3 +191,12 @@ def tcp_connections(pid: int, remote_port: int) -> int:
             if state == "01" and int(remote.rsplit(":", 1)[1], 16) == remote_port:
                 count += inode in inodes
     return count
+
+
+def mcp_server_pid() -> int:
+    """The `sleuth mcp` process a stdio client of this process started."""
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            if b"sleuth.cli\x00mcp" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return int(pid)
+    raise RuntimeError("no `sleuth mcp` process among this process's children")

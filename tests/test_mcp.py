@@ -3,6 +3,8 @@ over stdio and streamable HTTP, on the local host and over the test sshd."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +27,7 @@ from tests.mcp_support import (
     Answering,
     McpProject,
     call_id_of,
+    mcp_server_pid,
     text_of,
 )
 from tests.sshd import SSHServer
@@ -229,3 +232,23 @@ def test_resources_list_and_read_transcripts_and_hosts_and_nothing_else(tmp_path
     assert "no resource" in seen["escaped"]
     assert "Question: is MTP there?" in seen["prompt"].text
     assert "report_finding" in seen["prompt"].text
+
+
+def test_a_killed_server_leaves_a_transcript_that_verifies_up_to_its_last_event(
+    tmp_path: Path,
+) -> None:
+    project = McpProject.create(tmp_path)
+
+    async def session() -> None:
+        async with project.client("stdio") as client:
+            for _ in range(3):
+                await client.call_tool("read_lines", {"host": "local", "path": "notes.txt"})
+            os.kill(mcp_server_pid(), signal.SIGKILL)
+
+    anyio.run(session)
+
+    [path] = project.transcript_paths()
+    report = verify(path)
+    assert report.ok and not report.ended
+    calls = [e for e in project.transcript() if isinstance(e, ToolExecuted)]
+    assert 1 <= len(calls) <= 3

@@ -38,7 +38,8 @@ from sleuth.tools.registry import ToolContext
 
 CALL_ID_META = "sleuth/call_id"
 """The `_meta` key of a tool result that names its call id (also said in a text block)."""
-STDIO_SESSION = "stdio"
+PROCESS_SESSION = "process"
+"""The one session of a stdio server, and of stateless HTTP requests (no Mcp-Session-Id)."""
 
 
 @dataclass
@@ -182,7 +183,7 @@ def session_key(ctx: ServerRequestContext[ServeState]) -> str:
     """The streamable-HTTP session id, or one session for the process (stdio, stateless)."""
     headers = getattr(ctx.request, "headers", None)
     found = headers.get("mcp-session-id") if headers is not None else None
-    return str(found) if found else STDIO_SESSION
+    return str(found) if found else PROCESS_SESSION
 
 
 def client_info(ctx: ServerRequestContext[ServeState]) -> ClientInfo:
