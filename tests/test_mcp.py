@@ -133,10 +133,19 @@ def test_a_session_lists_reads_refuses_grounds_and_is_recorded(
     assert end.totals.tool_calls == 3
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-@pytest.mark.parametrize("answer", ["accept", "decline"])
+@pytest.mark.parametrize(
+    ("transport", "mode", "answer"),
+    [
+        ("stdio", "auto", "accept"),
+        ("stdio", "auto", "decline"),
+        ("stdio", "legacy", "accept"),
+        ("stdio", "legacy", "decline"),
+        ("http", "auto", "accept"),
+        ("http", "legacy", "accept"),
+    ],
+)
 def test_a_mutating_call_the_host_allows_asks_the_user_through_elicitation(
-    tmp_path: Path, mode: str, answer: Literal["accept", "decline"]
+    tmp_path: Path, transport: str, mode: str, answer: Literal["accept", "decline"]
 ) -> None:
     """`auto` speaks 2026-07-28 (the answer comes back with a second call); `legacy` speaks
     2025-11-25 (the server asks inside the call)."""
@@ -145,7 +154,7 @@ def test_a_mutating_call_the_host_allows_asks_the_user_through_elicitation(
     results: list[types.CallToolResult] = []
 
     async def session() -> None:
-        async with project.client("stdio", mode=mode, elicit=elicit) as client:
+        async with project.client(transport, mode=mode, elicit=elicit) as client:
             results.append(
                 await client.call_tool("stop_server", {"host": "local", "server_id": SERVER_ID})
             )
