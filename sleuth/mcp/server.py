@@ -90,7 +90,11 @@ def build_server(state: ServeState) -> Server[ServeState]:
     async def call_tool(
         ctx: ServerRequestContext[ServeState], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        session = state.session(session_key(ctx), client_info(ctx))
+        key = session_key(ctx)
+        # Opening a session describes its hosts, which connects to them: not on the event loop.
+        session = state.sessions.get(key) or await anyio.to_thread.run_sync(
+            state.session, key, client_info(ctx)
+        )
         raw = dict(params.arguments or {})
         asking = pending_approval(ctx, state, params.name, raw, params)
         if asking is not None:
