@@ -92,9 +92,9 @@ def build_server(state: ServeState) -> Server[ServeState]:
     ) -> types.CallToolResult | types.InputRequiredResult:
         key = session_key(ctx)
         # Opening a session describes its hosts, which connects to them: not on the event loop.
-        session = state.sessions.get(key) or await anyio.to_thread.run_sync(
-            state.session, key, client_info(ctx)
-        )
+        session = state.sessions.get(key)
+        if session is None:
+            session = await anyio.to_thread.run_sync(state.session, key, client_info(ctx))
         raw = dict(params.arguments or {})
         asking = pending_approval(ctx, state, params.name, raw, params)
         if asking is not None:
