@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import uvicorn
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
@@ -106,7 +107,8 @@ def guard(app: ASGIApp, state: ServeState, token: str | None) -> ASGIApp:
         await app(scope, receive, send)
         session = headers.get(b"mcp-session-id")
         if scope.get("method") == "DELETE" and session:
-            state.end(session.decode("latin-1"))
+            # Ending waits for the session's last fsync: off the event loop.
+            await anyio.to_thread.run_sync(state.end, session.decode("latin-1"))
 
     return wrapped
 
