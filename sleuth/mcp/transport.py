@@ -104,11 +104,19 @@ def guard(app: ASGIApp, state: ServeState, token: str | None) -> ASGIApp:
         if expected is not None and not hmac.compare_digest(given, expected):
             await _unauthorized(send)
             return
-        await app(scope, receive, send)
         session = headers.get(b"mcp-session-id")
-        if scope.get("method") == "DELETE" and session:
-            # Ending waits for the session's last fsync: off the event loop.
-            await anyio.to_thread.run_sync(state.end, session.decode("latin-1"))
+        if scope.get("method") != "DELETE" or not session:
+            await app(scope, receive, send)
+            return
+        key = session.decode("latin-1")
+
+        async def ending(message: MutableMapping[str, Any]) -> None:
+            # The SDK accepted the DELETE: close the transcript before the client hears so.
+            if message["type"] == "http.response.start" and message["status"] < 300:
+                await anyio.to_thread.run_sync(state.end, key)
+            await send(message)
+
+        await app(scope, receive, ending)
 
     return wrapped
 
