@@ -261,3 +261,20 @@ def test_a_killed_server_leaves_a_transcript_that_verifies_up_to_its_last_event(
     assert report.ok and not report.ended
     calls = [e for e in project.transcript() if isinstance(e, ToolExecuted)]
     assert 1 <= len(calls) <= 3
+
+
+def test_sigterm_ends_the_session_with_its_session_ended(tmp_path: Path) -> None:
+    project = McpProject.create(tmp_path)
+
+    async def session() -> None:
+        async with project.client("stdio") as client:
+            await client.call_tool("read_lines", {"host": "local", "path": "notes.txt"})
+            os.kill(mcp_server_pid(), signal.SIGTERM)
+
+    anyio.run(session)
+
+    [path] = project.transcript_paths()
+    report = verify(path)
+    assert report.ok and report.ended
+    end = project.transcript()[-1]
+    assert isinstance(end, SessionEnded) and end.totals.tool_calls == 1

@@ -70,7 +70,7 @@ def mcp(
     server = build_server(state)
     try:
         if bind is None:
-            serve_stdio(server)
+            serve_stdio(server, state)
         else:
             serve_http(server, state, bind[0], bind[1], token, _announce(transcripts))
     except KeyboardInterrupt:

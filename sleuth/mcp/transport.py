@@ -10,6 +10,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import os
+import signal
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -34,7 +36,15 @@ class BindError(Exception):
     """`--http` names an address it may not bind; the message says what to add."""
 
 
-def serve_stdio(server: Server[ServeState]) -> None:
+def serve_stdio(server: Server[ServeState], state: ServeState) -> None:
+    def terminated(signum: int, frame: object) -> None:
+        # A client that stops its server with SIGTERM still gets session_ended written. The
+        # loop cannot be unwound here (a worker thread is blocked reading stdin), so exit.
+        state.end_all()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminated)
+
     async def run() -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
