@@ -145,6 +145,7 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def report(got: dict[str, Any], calls: int) -> str:
     added = statistics.median(got["added"]) * 1000
+    alone = (statistics.median(got["layer_mcp"]) - statistics.median(got["layer_direct"])) * 1000
     speedup = statistics.median(got["sequential"]) / statistics.median(got["concurrent"])
 
     def verdict(ok: bool) -> str:
@@ -189,6 +190,7 @@ rows measure the layer with no host work at all, which is the steadier figure.
 | target | measured | verdict |
 | --- | ---: | ---: |
 | median added cost of MCP ≤ 2 ms/call | {added:.2f} ms | {verdict(added <= 2.0)} |
+| the same bound, the layer alone (a refused call) | {alone:.2f} ms | {verdict(alone <= 2.0)} |
 | 8 concurrent ≥ 1.5x faster than 8 sequential | {speedup:.2f}x | {verdict(speedup >= 1.5)} |
 """
 
