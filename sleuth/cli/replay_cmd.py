@@ -32,6 +32,7 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import LOCAL, ConfigError, Settings
+from sleuth.mcp.replay import is_mcp_session, replay_session
 from sleuth.tools.connect import build_context
 from sleuth.tools.registry import ToolContext
 from sleuth.transcripts.store import TranscriptError
@@ -82,7 +83,9 @@ def replay_cmd(
     if live:
         ctx = _context(transcript, settings_or_exit(config), False, False, accept_new_host_key)
     try:
-        result = replay(transcript, live_ctx=ctx)
+        # An MCP session has no model turns: its recorded calls are what replays.
+        run = replay_session if is_mcp_session(transcript) else replay
+        result = run(transcript, live_ctx=ctx)
     except (ReplayError, TranscriptError) as exc:
         fail(str(exc))
     finally:

@@ -17,9 +17,10 @@ SCHEMA_VERSION = 1
 
 Verdict = Literal["yes", "no", "partial", "unknown"]
 SessionStatus = Literal[
-    "answered", "budget_exhausted", "error", "interrupted", "refused", "unsupported"
+    "answered", "budget_exhausted", "error", "interrupted", "refused", "unsupported", "closed"
 ]
-"""unsupported: the run ended without a grounded finding (and no budget or refusal ended it)."""
+"""unsupported: the run ended without a grounded finding (and no budget or refusal ended it).
+closed: an MCP client ended its session (`sleuth mcp`), which has no answer of its own."""
 
 
 class _Event(BaseModel):
@@ -63,6 +64,8 @@ class SessionStarted(_Event):
     tools: list[ToolSpec] = Field(default_factory=list)
     resumed_from: str | None = None
     """Path of the transcript this session continues, for `sleuth resume`."""
+    client: dict[str, str] | None = None
+    """The MCP client's name and version, for a `sleuth mcp` session (brain "mcp")."""
 
 
 class ContentBlock(BaseModel):

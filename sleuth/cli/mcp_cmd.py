@@ -1,0 +1,89 @@
+"""`sleuth mcp`: serve Sleuth's tools to an MCP client (Claude Code, Cursor, VS Code, ...)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+
+from sleuth.cli.common import EXIT_USAGE, ConfigOption, err_console, fail, settings_or_exit
+from sleuth.config import ConfigError
+from sleuth.mcp.server import ServeState, build_server
+from sleuth.mcp.transport import (
+    TOKEN_ENV,
+    BindError,
+    check_bind,
+    parse_bind,
+    serve_http,
+    serve_stdio,
+)
+from sleuth.tools.connect import build_context
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp)
+
+
+def mcp(
+    http: str | None = typer.Option(
+        None,
+        "--http",
+        metavar="HOST:PORT",
+        help="Serve streamable HTTP at HOST:PORT (e.g. 127.0.0.1:8765) instead of stdio.",
+    ),
+    allow_remote: bool = typer.Option(
+        False,
+        "--allow-remote",
+        help=f"Let --http bind beyond loopback; needs {TOKEN_ENV} (a bearer token).",
+    ),
+    hosts: list[str] = typer.Option(
+        None, "--host", "-H", help="Serve only these hosts (repeat); default: all configured."
+    ),
+    transcripts: Path = typer.Option(
+        Path("transcripts"), "--transcripts", help="Folder each session's transcript goes to."
+    ),
+    accept_new_host_key: bool = typer.Option(
+        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
+    ),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Serve Sleuth's sandboxed, audited tools over the Model Context Protocol.
+
+    Each client session is recorded as a transcript; a tool that changes a host asks you
+    through the client (elicitation), or is refused when the client cannot ask.
+    Example: claude mcp add sleuth -- sleuth mcp
+    """
+    settings = settings_or_exit(config)
+    token = os.environ.get(TOKEN_ENV) or None
+    bind: tuple[str, int] | None = None
+    try:
+        if http is not None:
+            bind = parse_bind(http)
+            check_bind(bind[0], allow_remote, token)
+        names = hosts or [name for name in settings.hosts]
+        ctx = build_context(settings, names, accept_new_host_key=accept_new_host_key)
+    except (BindError, ConfigError) as exc:
+        fail(str(exc), EXIT_USAGE)
+    state = ServeState(ctx, transcripts.absolute(), settings)
+    server = build_server(state)
+    try:
+        if bind is None:
+            serve_stdio(server, state)
+        else:
+            serve_http(server, state, bind[0], bind[1], token, _announce(transcripts))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        state.end_all()
+        ctx.close()
+
+
+def _announce(transcripts: Path) -> Callable[[str], None]:
+    def say(url: str) -> None:
+        err_console.print(
+            f"sleuth mcp: streamable HTTP at {url}; transcripts in {transcripts}", highlight=False
+        )
+
+    return say

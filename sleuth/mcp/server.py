@@ -1,0 +1,229 @@
+"""The MCP face: the registry's tools, report_finding, resources and a prompt, on the official
+SDK's low-level `Server`.
+
+```python
+state = ServeState(ctx, Path("transcripts"), settings)
+server = build_server(state)          # then stdio.serve(server) or http.serve(server, ...)
+```
+
+A tool call becomes `McpSession.call` in a worker thread, so a slow host never blocks the
+event loop and calls that arrive together run together. Everything a call can get wrong
+(bad input, a path outside the roots, a refusal) comes back as an `isError` result with the
+reason and the fix; the protocol itself only fails for what is not a tool call at all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from sleuth.agent.brains import system_prompt
+from sleuth.agent.session import tool_specs
+from sleuth.config import Settings
+from sleuth.mcp import resources
+from sleuth.mcp.approval import approver_for_call, pending_approval
+from sleuth.mcp.session import CallOutcome, ClientInfo, McpSession
+from sleuth.tools.policy import Approver
+from sleuth.tools.registry import ToolContext
+
+CALL_ID_META = "sleuth/call_id"
+"""The `_meta` key of a tool result that names its call id (also said in a text block)."""
+PROCESS_SESSION = "process"
+"""The one session of a stdio server, and of stateless HTTP requests (no Mcp-Session-Id)."""
+
+
+@dataclass
+class ServeState:
+    """What every MCP session of this process shares: the hosts, the rules, the folder."""
+
+    ctx: ToolContext
+    transcripts: Path
+    settings: Settings
+    fallback: Approver | None = None
+    """Decides a mutating call when the client cannot be asked; None keeps the context's."""
+    sessions: dict[str, McpSession] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def session(self, key: str, client: ClientInfo) -> McpSession:
+        with self._lock:
+            found = self.sessions.get(key)
+            if found is None:
+                found = McpSession.open(self.ctx, self.transcripts, client)
+                self.sessions[key] = found
+            return found
+
+    def end(self, key: str) -> None:
+        with self._lock:
+            session = self.sessions.pop(key, None)
+        if session is not None:
+            session.end()
+
+    def end_all(self) -> None:
+        for key in list(self.sessions):
+            self.end(key)
+
+
+def build_server(state: ServeState) -> Server[ServeState]:
+    @asynccontextmanager
+    async def lifespan(_: Server[ServeState]) -> AsyncIterator[ServeState]:
+        try:
+            yield state
+        finally:
+            # The client is gone (stdio closed, HTTP server stopping): close each transcript.
+            state.end_all()
+
+    async def list_tools(
+        ctx: ServerRequestContext[ServeState], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=mcp_tools())
+
+    async def call_tool(
+        ctx: ServerRequestContext[ServeState], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        key = session_key(ctx)
+        # Opening a session describes its hosts, which connects to them: not on the event loop.
+        session = state.sessions.get(key)
+        if session is None:
+            session = await anyio.to_thread.run_sync(state.session, key, client_info(ctx))
+        raw = dict(params.arguments or {})
+        asking = pending_approval(ctx, state, params.name, raw, params)
+        if asking is not None:
+            return asking
+        approver = approver_for_call(ctx, state, params)
+        outcome = await anyio.to_thread.run_sync(
+            session.call, params.name, raw, approver, abandon_on_cancel=True
+        )
+        return tool_result(outcome)
+
+    async def list_resources(
+        ctx: ServerRequestContext[ServeState], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=resources.listing(state.transcripts))
+
+    async def read_resource(
+        ctx: ServerRequestContext[ServeState], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return resources.read(str(params.uri), state.transcripts, state.settings)
+
+    async def list_prompts(
+        ctx: ServerRequestContext[ServeState], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[INVESTIGATE])
+
+    async def get_prompt(
+        ctx: ServerRequestContext[ServeState], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        return investigate_prompt(params)
+
+    server: Server[ServeState] = Server(
+        "sleuth",
+        version=_version(),
+        instructions=(
+            "Sleuth's sandboxed, audited tools for LLM serving hosts (SGLang, vLLM). Every tool "
+            "takes `host` first; paths must lie inside the host's roots. Record each claim with "
+            "report_finding, quoting earlier outputs by their call ids."
+        ),
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+    # The SDK wraps every message in an OpenTelemetry span; Sleuth's record is its transcript,
+    # and the span costs each call time that the 2 ms budget for the whole layer cannot spare.
+    server.middleware.clear()
+    return server
+
+
+def mcp_tools() -> list[types.Tool]:
+    """The registry's tools and report_finding, with the schemas `sleuth ask` declares."""
+    return [
+        types.Tool(
+            name=spec.name,
+            description=spec.description,
+            input_schema=spec.input_schema,
+            annotations=types.ToolAnnotations(
+                read_only_hint=not spec.mutating,
+                destructive_hint=spec.mutating,
+                open_world_hint=False,
+            ),
+        )
+        for spec in tool_specs()
+    ]
+
+
+def tool_result(outcome: CallOutcome) -> types.CallToolResult:
+    """The model's text first, then the call id report_finding quotes it by."""
+    content = [
+        types.TextContent(type="text", text=outcome.text or "(no output)"),
+        types.TextContent(
+            type="text",
+            text=f"call_id: {outcome.call_id} (name it in report_finding evidence)",
+        ),
+    ]
+    data = outcome.data
+    structured = data if isinstance(data, dict) or data is None else {"value": data}
+    return types.CallToolResult(
+        content=content,
+        structured_content=structured,
+        is_error=outcome.is_error,
+        meta={CALL_ID_META: outcome.call_id},
+    )
+
+
+def session_key(ctx: ServerRequestContext[ServeState]) -> str:
+    """The streamable-HTTP session id, or one session for the process (stdio, stateless)."""
+    headers = getattr(ctx.request, "headers", None)
+    found = headers.get("mcp-session-id") if headers is not None else None
+    return str(found) if found else PROCESS_SESSION
+
+
+def client_info(ctx: ServerRequestContext[ServeState]) -> ClientInfo:
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    if info is None:
+        return ClientInfo()
+    return ClientInfo(name=info.name, version=info.version)
+
+
+INVESTIGATE = types.Prompt(
+    name="investigate",
+    description="Sleuth's system prompt and tool guidance, with your question about a deployment.",
+    arguments=[
+        types.PromptArgument(
+            name="question", description="What to find out, in plain words.", required=True
+        )
+    ],
+)
+
+
+def investigate_prompt(params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    if params.name != INVESTIGATE.name:
+        raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}; try 'investigate'")
+    question = (params.arguments or {}).get("question", "").strip()
+    text = system_prompt() + (f"\n\nQuestion: {question}" if question else "")
+    return types.GetPromptResult(
+        description=INVESTIGATE.description,
+        messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+        ],
+    )
+
+
+def _version() -> str:
+    try:
+        return metadata.version("sleuth")
+    except metadata.PackageNotFoundError:
+        return "0"

@@ -1,0 +1,216 @@
+"""One MCP client session: one transcript, one grounding check, call ids of its own.
+
+```python
+session = McpSession.open(ctx, Path("transcripts"), ClientInfo(name="claude-code", version="2"))
+outcome = session.call("read_lines", {"host": "local", "path": "README.md"}, approver)
+session.call("report_finding", {..., "evidence": [{"call_id": outcome.call_id, ...}]}, approver)
+session.end()
+```
+
+Calls arrive from any number of threads at once; each runs through `registry.execute` (the
+same validation, policy and approval path as `sleuth ask`) on a context that shares the
+server's hosts, so concurrent calls on one SSH host share its one connection.
+
+Events are written, in order, by one recorder thread, so a call's reply does not wait for the
+transcript's fsync (several milliseconds on a busy disk, more than the rest of the MCP layer).
+A crash still leaves whole, verified events: it loses at most the calls in flight. A write
+that fails stops the session's calls, since Sleuth runs nothing it cannot record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from sleuth.agent.findings import REPORT_FINDING, Grounder, summarise
+from sleuth.agent.session import describe_hosts, new_session_id, tool_specs, versions
+from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
+from sleuth.tools.registry import ToolContext, execute
+from sleuth.transcripts.events import (
+    ApprovalEvent,
+    Event,
+    Finding,
+    FindingEvent,
+    SessionEnded,
+    SessionStarted,
+    SessionStatus,
+    ToolExecuted,
+    Totals,
+)
+from sleuth.transcripts.redact import redact
+from sleuth.transcripts.store import TranscriptError, TranscriptWriter
+
+BRAIN = "mcp"
+"""The `brain` a session_started names for an MCP session: the client drove it."""
+
+
+class ClientInfo(BaseModel):
+    """Who is calling, as the client said in its handshake."""
+
+    name: str = "unknown"
+    version: str = ""
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one call gives back to the client."""
+
+    call_id: str
+    """The id report_finding's evidence names this call by."""
+    text: str
+    """Exactly what `sleuth ask` would show a model: capped, redacted."""
+    is_error: bool
+    data: Any = None
+
+
+class McpSession:
+    """A client session recorded as a transcript; thread-safe."""
+
+    def __init__(self, ctx: ToolContext, writer: TranscriptWriter) -> None:
+        self.ctx, self.writer = ctx, writer
+        self.grounder = Grounder()
+        self.findings: list[Finding] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._tool_calls = 0
+        self._started = time.monotonic()
+        self._ended = False
+        self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="transcript")
+        self._failed: TranscriptError | None = None
+
+    @classmethod
+    def open(
+        cls, ctx: ToolContext, transcripts: Path, client: ClientInfo, approval: str = "elicitation"
+    ) -> McpSession:
+        """Start the transcript: session_started names the client and the hosts served."""
+        session_id = new_session_id()
+        writer = TranscriptWriter.create(transcripts, session_id)
+        writer.append(
+            SessionStarted(
+                session_id=session_id,
+                question=f"MCP session with {client.name} {client.version}".rstrip(),
+                hosts=describe_hosts(ctx),
+                brain=BRAIN,
+                policy={"limits": ctx.limits.model_dump(), "approval": approval},
+                versions=versions(),
+                tools=tool_specs(),
+                client=client.model_dump(),
+            )
+        )
+        return cls(ctx, writer)
+
+    @property
+    def path(self) -> Path:
+        return self.writer.path
+
+    def next_id(self) -> str:
+        return f"call-{next(self._ids)}"
+
+    def call(
+        self, name: str, raw: dict[str, Any], approver: Approver, call_id: str | None = None
+    ) -> CallOutcome:
+        """Run one tool call (or report_finding) and record it. Never raises for bad input."""
+        call_id = call_id or self.next_id()
+        if self._failed is not None:
+            return CallOutcome(
+                call_id,
+                f"error: not run: the session's transcript cannot be written ({self._failed}); "
+                "Sleuth runs no call it cannot record. Free the disk and restart `sleuth mcp`.",
+                True,
+            )
+        if name == REPORT_FINDING:
+            return self._report(call_id, raw)
+        with self._lock:
+            self._tool_calls += 1
+        ctx = replace(
+            self.ctx,
+            approver=approver,
+            on_approval=lambda request, decision: self._approval(call_id, request, decision),
+        )
+        result = execute(ctx, name, raw)
+        output = redact(result.output)
+        self.grounder.record(call_id, name, output)
+        self._record(
+            ToolExecuted(
+                call_id=call_id,
+                tool=name,
+                input=raw,
+                host=str(raw.get("host", "local")),
+                ok=result.ok,
+                output=output,
+                error=redact(result.error) if result.error else None,
+                data=result.data,
+                argv=result.argv,
+                exit_code=result.exit_code,
+                bytes_cut=result.bytes_cut,
+                duration_s=result.duration_s,
+                reconnected=result.reconnected,
+            )
+        )
+        return CallOutcome(call_id, output, not result.ok, result.data)
+
+    def end(self, status: SessionStatus = "closed") -> None:
+        """Write session_ended (once): findings still waiting for a mend are kept, ungrounded."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        for call_id, finding in self.grounder.unmended():
+            self._keep(call_id, finding)
+        totals = Totals(tool_calls=self._tool_calls, wall_s=time.monotonic() - self._started)
+        self._record(SessionEnded(status=status, summary=summarise(self.findings), totals=totals))
+        self._recorder.shutdown(wait=True)
+        self.writer.close()
+
+    def _record(self, event: Event) -> None:
+        def write() -> None:
+            try:
+                self.writer.append(event)
+            except TranscriptError as exc:
+                self._failed = self._failed or exc
+
+        # After the end (a client that left mid-call), nothing follows session_ended.
+        with contextlib.suppress(RuntimeError):
+            self._recorder.submit(write)
+
+    def _report(self, call_id: str, raw: dict[str, Any]) -> CallOutcome:
+        outcome = self.grounder.report(call_id, raw)
+        self._record(
+            ToolExecuted(
+                call_id=call_id,
+                tool=REPORT_FINDING,
+                input=raw,
+                ok=not outcome.is_error,
+                output=outcome.feedback,
+            )
+        )
+        if outcome.finding is not None:
+            self._keep(call_id, outcome.finding)
+        data = outcome.finding.model_dump(mode="json") if outcome.finding else None
+        return CallOutcome(call_id, outcome.feedback, outcome.is_error, data)
+
+    def _keep(self, call_id: str, finding: Finding) -> None:
+        with self._lock:
+            self.findings.append(finding)
+        self._record(FindingEvent(call_id=call_id, finding=finding))
+
+    def _approval(self, call_id: str, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        self._record(
+            ApprovalEvent(
+                call_id=call_id,
+                tool=request.tool,
+                host=request.host,
+                input=request.input,
+                approved=decision.approved,
+                by=decision.by,
+                reason=decision.reason,
+            )
+        )
