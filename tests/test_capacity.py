@@ -164,7 +164,12 @@ def test_hybrid_model_budgets_recurrent_state_apart(models: Path) -> None:
     rest = pool["static_budget_bytes"] - pool["weight_bytes"]
     assert pool["recurrent_state_bytes"] == int(rest * 0.9 / 1.9)
     assert data["max_kv_tokens"] == (rest - pool["recurrent_state_bytes"]) // 15_360
+    slots = pool["recurrent_state_bytes"] // (45 * (9_216 + 524_288))
+    assert data["max_concurrent_at_context"] == min(data["max_kv_tokens"] // 131072, slots // 3)
     assert reason(data, "recurrent_state")["ok"]
+    vllm = plan(models, "Qwen3.5-NVFP4", gpus="8xH200", tp=8, context_length=131072, engine="vllm")
+    assert vllm["pool"]["recurrent_state_bytes"] == 0  # vLLM: state in the same pool
+    assert vllm["max_concurrent_at_context"] == vllm["max_kv_tokens"] // 131072 > 0
 
 
 # ---------------------------------------------------------------- quantisation floor per GPU

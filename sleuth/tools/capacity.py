@@ -296,8 +296,10 @@ def _plan(
     if not context:
         raise ToolError("config.json has no max_position_embeddings; pass context_length")
     concurrent = max_tokens // context
-    if state:
-        concurrent = min(concurrent, (state_total // state) // 3 if state_total else 0)
+    if state and state_total:
+        # SGLang admits at most a third of its state slots as running requests
+        # (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3, kv_cache_configurator.py:227).
+        concurrent = min(concurrent, (state_total // state) // 3)
     single = min(max_tokens, model_max) if model_max else max_tokens
     pool = PoolTerms(
         gpu_memory_bytes=memory,

@@ -238,7 +238,7 @@ def weights_per_gpu(
             share = -(-nbytes // min(tp, max(1, kv_heads)))
         else:
             share = -(-nbytes // tp)
-        if _MTP.match(name) or _MTP.search(name):
+        if _MTP.search(name):
             mtp += share
             continue
         if _LAYER.search(name):

@@ -267,7 +267,8 @@ def vllm_mem_fraction() -> MemoryFraction:
     return MemoryFraction(
         value=0.9,
         default=True,
-        detail="vLLM default --gpu-memory-utilization 0.9",
+        detail="vLLM default --gpu-memory-utilization 0.9; the activation peak vLLM "
+        "profiles at start-up also comes out of it and is not modelled here",
         rules=[VL_UTIL],
     )
 
