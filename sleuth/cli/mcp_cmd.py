@@ -53,6 +53,9 @@ def mcp(
 
     Each client session is recorded as a transcript; a tool that changes a host asks you
     through the client (elicitation), or is refused when the client cannot ask.
+
+    Example: sleuth mcp --http 127.0.0.1:8765
+
     Example: claude mcp add sleuth -- sleuth mcp
     """
     settings = settings_or_exit(config)
