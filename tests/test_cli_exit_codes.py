@@ -38,7 +38,7 @@ def sleuth(
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    (tmp_path / "notes.txt").write_text("hello\n")
+    (tmp_path / "notes.txt").write_text("max_model_len = 4096\n")
     (tmp_path / "sleuth.toml").write_text(
         f'[hosts.local]\nroots = ["{tmp_path}"]\nallow = ["launch_server"]\n'
     )
@@ -108,10 +108,23 @@ def scripted_ask(project: Path, script: list[Any], *args: str) -> subprocess.Com
 
 
 def test_ask_exit_codes(project: Path) -> None:
-    answered = scripted_ask(project, [message(text("Nothing to see."))])
-    assert answered.returncode == 0, answered.stderr
-    assert "answered by anthropic: 1 turn, 0 tool calls" in answered.stdout
     read = message(tool_use("toolu_1", "read_lines", path="notes.txt"))
+    finding = message(
+        tool_use(
+            "toolu_2",
+            "report_finding",
+            claim="notes.txt sets the context length to 4096",
+            verdict="yes",
+            confidence=0.9,
+            evidence=[{"call_id": "toolu_1", "quote": "max_model_len = 4096"}],
+        )
+    )
+    answered = scripted_ask(project, [read, finding, message(text("Done."))])
+    assert answered.returncode == 0, answered.stderr
+    assert "answered by anthropic: 3 turns, 1 tool call" in answered.stdout
+    bare = scripted_ask(project, [message(text("Nothing to see."))])
+    assert bare.returncode == 3, bare.stderr  # an answer without evidence is not an answer
+    assert "unsupported" in bare.stdout
     spent = scripted_ask(project, [read, message(text("out of turns"))], "--max-turns", "1")
     assert spent.returncode == 3, spent.stderr
     usage = sleuth(["ask", "q", "--base-url", "http://127.0.0.1:9/v1"], project)
