@@ -89,6 +89,7 @@ def test_a_session_lists_reads_refuses_grounds_and_is_recorded(
         assert tools[name].input_schema == spec.input_schema()
         assert tools[name].description == spec.description
         assert tools[name].annotations.read_only_hint is (not spec.mutating)
+    assert tools["report_finding"].output_schema["properties"]["grounded"]["type"] == "boolean"
 
     inside = seen["inside"]
     assert not inside.is_error
@@ -105,6 +106,7 @@ def test_a_session_lists_reads_refuses_grounds_and_is_recorded(
     assert "not allowed on host" in text_of(mutating) and "allow = [" in text_of(mutating)
 
     assert not seen["grounded"].is_error
+    assert seen["grounded"].structured_content["grounded"] is True
     assert seen["ungrounded"].is_error
     assert "grounding check failed" in text_of(seen["ungrounded"])
 

@@ -28,6 +28,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from sleuth.agent.brains import system_prompt
+from sleuth.agent.findings import REPORT_FINDING
 from sleuth.agent.session import tool_specs
 from sleuth.config import Settings
 from sleuth.mcp import resources
@@ -35,7 +36,9 @@ from sleuth.mcp.approval import approver_for_call, pending_approval
 from sleuth.mcp.session import CallOutcome, ClientInfo, McpSession
 from sleuth.tools.policy import Approver
 from sleuth.tools.registry import ToolContext
+from sleuth.transcripts.events import Finding
 
+FINDING_SCHEMA = Finding.model_json_schema()
 CALL_ID_META = "sleuth/call_id"
 """The `_meta` key of a tool result that names its call id (also said in a text block)."""
 PROCESS_SESSION = "process"
@@ -148,12 +151,17 @@ def build_server(state: ServeState) -> Server[ServeState]:
 
 
 def mcp_tools() -> list[types.Tool]:
-    """The registry's tools and report_finding, with the schemas `sleuth ask` declares."""
+    """The registry's tools and report_finding, with the schemas `sleuth ask` declares.
+
+    report_finding's result is a `Finding`, so it declares that as its output schema; the
+    registry's tools return free-form `data` and declare none.
+    """
     return [
         types.Tool(
             name=spec.name,
             description=spec.description,
             input_schema=spec.input_schema,
+            output_schema=FINDING_SCHEMA if spec.name == REPORT_FINDING else None,
             annotations=types.ToolAnnotations(
                 read_only_hint=not spec.mutating,
                 destructive_hint=spec.mutating,
