@@ -190,9 +190,24 @@ def test_a_client_without_elicitation_gets_the_host_rules_which_refuse(tmp_path:
     anyio.run(session)
 
     assert results[0].is_error
-    assert "cannot ask you to approve it" in text_of(results[0])
+    assert "[hosts.local.approve]" in text_of(results[0])
     [approval] = [e for e in project.transcript() if isinstance(e, ApprovalEvent)]
-    assert not approval.approved and approval.by == "host rules"
+    assert not approval.approved and approval.rule == "no rule"
+
+
+def test_a_host_rule_approves_a_call_no_client_was_asked_about(tmp_path: Path) -> None:
+    project = McpProject.create(tmp_path, allow=["stop_server"])
+    toml = project.root / "sleuth.toml"
+    toml.write_text(toml.read_text() + '\n[hosts.local.approve]\ntools = ["stop_server"]\n')
+
+    async def session() -> None:
+        async with project.client("stdio") as client:
+            await client.call_tool("stop_server", {"host": "local", "server_id": SERVER_ID})
+
+    anyio.run(session)
+
+    [approval] = [e for e in project.transcript() if isinstance(e, ApprovalEvent)]
+    assert approval.approved and approval.rule == "hosts.local.approve.tools: stop_server"
 
 
 def test_bad_input_and_unknown_tools_are_error_results_not_protocol_errors(

@@ -20,6 +20,7 @@ from sleuth.mcp.transport import (
     serve_stdio,
 )
 from sleuth.tools.connect import build_context
+from sleuth.tools.policy import approver_for
 
 
 def register(app: typer.Typer) -> None:
@@ -69,7 +70,8 @@ def mcp(
         ctx = build_context(settings, names, accept_new_host_key=accept_new_host_key)
     except (BindError, ConfigError) as exc:
         fail(str(exc), EXIT_USAGE)
-    state = ServeState(ctx, transcripts.absolute(), settings)
+    # A client that cannot be asked gets the host's approval rules, which refuse the rest.
+    state = ServeState(ctx, transcripts.absolute(), settings, fallback=approver_for("refuse"))
     server = build_server(state)
     try:
         if bind is None:

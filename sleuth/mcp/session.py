@@ -212,5 +212,6 @@ class McpSession:
                 approved=decision.approved,
                 by=decision.by,
                 reason=decision.reason,
+                rule=decision.rule,
             )
         )
