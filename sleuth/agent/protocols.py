@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from sleuth.transcripts.events import ModelResponse, Retry, ToolSpec, Usage
+from sleuth.transcripts.events import HostInfo, ModelResponse, Retry, ToolSpec, Usage
 
 Message = dict[str, Any]
 
@@ -38,6 +38,10 @@ class Request:
     """Called as each retry happens, so the view can show it before the turn ends."""
     tool_data: dict[str, Any] = field(default_factory=dict)
     """Each earlier call's structured result (ToolResult.data) by call id, for scripted brains."""
+    question: str = ""
+    """The question as the user asked it: data, so no brain parses the opening prose."""
+    hosts: list[HostInfo] = field(default_factory=list)
+    """The hosts the run may use, with their roots and allowed tools."""
 
 
 class BrainReply(BaseModel):

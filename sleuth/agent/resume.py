@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from sleuth.agent.brains import DEFAULT_ANTHROPIC_MODEL, AnthropicBrain, OpenAIBrain, system_prompt
 from sleuth.agent.budget import price_for
-from sleuth.agent.findings import REPORT_FINDING
+from sleuth.agent.findings import REPORT_FINDING, CallRecord
 from sleuth.agent.history import messages_from_events
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
@@ -147,6 +147,8 @@ def resume_investigation(
         tools=start.tools,
         messages=messages_from_events(events),
         budget=_budget(start, settings),
+        question=start.question,
+        hosts=start.hosts,
         price=price_for(brain.model, settings.prices),
         observer=observer or Quiet(),
         findings=recording.findings,
@@ -169,5 +171,9 @@ def _restore_outputs(inv: Investigation, recording: Recording) -> None:
     for turn in recording.turns:
         for call_id, event in turn.results.items():
             if event.tool != REPORT_FINDING:
-                inv.grounder.record(call_id, event.tool, event.output)
+                inv.grounder.record(
+                    CallRecord(
+                        call_id, event.tool, event.input, event.output, event.ok, turn.event.turn
+                    )
+                )
                 inv.tool_data[call_id] = event.data

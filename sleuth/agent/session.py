@@ -8,6 +8,7 @@ result = inv.run()
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from importlib import metadata
 from pathlib import Path
@@ -23,7 +24,7 @@ from sleuth.config import Settings
 from sleuth.tools.hosts import HostError
 from sleuth.tools.registry import ToolContext, all_tools
 from sleuth.transcripts.events import HostInfo, SessionStarted, ToolSpec
-from sleuth.transcripts.store import TranscriptWriter
+from sleuth.transcripts.store import TranscriptWriter, canonical_json
 
 VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
 
@@ -40,6 +41,16 @@ def tool_specs() -> list[ToolSpec]:
         for t in sorted(all_tools().values(), key=lambda t: t.name)
     ]
     return [*specs, report_finding_spec()]
+
+
+def sha256_of(value: Any) -> str:
+    """sha256 hex of a string, or of the canonical JSON of anything else."""
+    text = value if isinstance(value, str) else canonical_json(value)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def tools_hash(tools: list[ToolSpec]) -> str:
+    return sha256_of([t.model_dump(mode="json") for t in tools])
 
 
 def versions() -> dict[str, str]:
@@ -94,6 +105,9 @@ def start_investigation(
     writer = TranscriptWriter.create(transcripts, session_id)
     hosts = describe_hosts(ctx)
     tools = tool_specs()
+    system = system_prompt()
+    policy = {"limits": settings.limits.model_dump(), "approval": approval_mode}
+    params = {"brain": brain.name, "model": brain.model, "policy": policy}
     writer.append(
         SessionStarted(
             session_id=session_id,
@@ -101,20 +115,25 @@ def start_investigation(
             hosts=hosts,
             brain=brain.name,
             model=brain.model,
-            policy={"limits": settings.limits.model_dump(), "approval": approval_mode},
+            policy=policy,
             budget=settings.budget.model_dump(),
             versions=versions(),
             tools=tools,
+            system_hash=sha256_of(system),
+            tools_hash=tools_hash(tools),
+            params_hash=sha256_of({**params, "budget": settings.budget.model_dump()}),
         )
     )
     return Investigation(
         brain=brain,
         ctx=ctx,
         writer=writer,
-        system=system_prompt(),
+        system=system,
         tools=tools,
         messages=[opening_message(question, hosts)],
         budget=settings.budget,
+        question=question,
+        hosts=hosts,
         price=price_for(brain.model, settings.prices),
         observer=observer or Quiet(),
     )

@@ -91,6 +91,12 @@ def _print_replay(result: ReplayResult) -> None:
     if result.divergence is not None:
         console.print(f"[bold red]DIVERGED[/] {name}", highlight=False)
         console.print(result.divergence.describe(), markup=False, highlight=False)
+    for drift in result.prompt_drift:
+        console.print(
+            f"[yellow]note:[/] the {drift.part} changed since this was recorded: a model would "
+            "be asked differently today (the recorded turns still replay).",
+            highlight=False,
+        )
     if result.mode == "live":
         _print_drift(result)
     if result.ok:

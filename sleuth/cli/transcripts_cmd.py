@@ -15,7 +15,7 @@ from sleuth.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, console, err_cons
 from sleuth.cli.common import print_json as print_json_value
 from sleuth.transcripts.render import FORMATS, render, render_rich
 from sleuth.transcripts.store import LoadedTranscript, TranscriptError, load
-from sleuth.transcripts.verify import VerifyReport, verify
+from sleuth.transcripts.verify import VerifyReport, not_verified, verify
 
 TranscriptArg = Annotated[
     Path,
@@ -44,14 +44,23 @@ def show(
         Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
     ] = None,
 ) -> None:
-    """Tell an investigation as a story: the question, reasoning, calls, findings, totals."""
+    """Tell an investigation: the verdicts and summary first, then each turn's calls.
+
+    The hash chain is checked first; a transcript that fails is shown under a NOT VERIFIED
+    banner naming the first bad line.
+    Example: sleuth show transcripts/20261129T093012Z-ab12.jsonl --format html -o report.html
+    """
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", EXIT_USAGE)
+    try:
+        banner = not_verified(verify(transcript))
+    except TranscriptError as exc:
+        fail(str(exc))
     events = _load_or_exit(transcript).events
     if output is None and fmt == "text":
-        console.print(render_rich(events))
+        console.print(render_rich(events, banner))
         return
-    rendered = render(events, fmt)
+    rendered = render(events, fmt, banner)
     if output is None:
         typer.echo(rendered, nl=False)
         return
