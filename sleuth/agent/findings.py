@@ -19,8 +19,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sleuth.transcripts.events import Evidence, Finding, ToolSpec, Verdict
+from sleuth.transcripts.recording import REPORT_FINDING as REPORT_FINDING
 
-REPORT_FINDING = "report_finding"
 # read_lines numbers its lines ("    12\tcode"); a quote of several lines may leave them out.
 _LINE_NUMBER = re.compile(r"^ *\d+\t", re.M)
 

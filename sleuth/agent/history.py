@@ -3,8 +3,9 @@
 The messages sent to a brain are a pure function of the recorded events: the
 opening user message (question and hosts), then per model turn the assistant's
 content and one user message with that turn's tool results (plus the budget
-notice when the budget ran out). A turn whose tool calls were not all recorded
-(a crash mid-turn) is left out, so a resumed run repeats it.
+notice when the budget ran out), as `transcripts.recording` reads them. A turn
+whose tool calls were not all recorded (a crash mid-turn) is left out, so a
+resumed run repeats it; the completed turns before and after it all stay.
 """
 
 from __future__ import annotations
@@ -12,18 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sleuth.transcripts.events import (
-    ContentBlock,
-    ErrorEvent,
-    Event,
-    HostInfo,
-    ModelTurn,
-    SessionStarted,
-    ToolExecuted,
-)
+from sleuth.transcripts.events import ContentBlock, Event, HostInfo
+from sleuth.transcripts.recording import NotARecording, read
 
 Message = dict[str, Any]
-BUDGET_WHERE = "budget"
 
 
 def opening_message(question: str, hosts: Sequence[HostInfo]) -> Message:
@@ -56,35 +49,21 @@ def tool_result_block(call_id: str, output: str, is_error: bool) -> dict[str, An
 
 
 def messages_from_events(events: Sequence[Event]) -> list[Message]:
-    """The conversation as of the last complete turn of a transcript."""
-    start = next((e for e in events if isinstance(e, SessionStarted)), None)
-    if start is None:
-        raise ValueError("transcript has no session_started event; it cannot be continued")
-    messages = [opening_message(start.question, start.hosts)]
-    results = {e.call_id: e for e in events if isinstance(e, ToolExecuted)}
-    notices = [e.message for e in events if isinstance(e, ErrorEvent) and e.where == BUDGET_WHERE]
-    for i, event in enumerate(events):
-        if not isinstance(event, ModelTurn):
-            continue
-        calls = [b.id or "" for b in event.response.content if b.type == "tool_use"]
-        if any(c not in results for c in calls):
-            break
-        messages.append(assistant_message(event.response.content))
+    """The conversation as of the last complete turn of a transcript, across every resume."""
+    try:
+        recording = read(events)
+    except NotARecording as exc:
+        raise ValueError(f"{exc}; it cannot be continued") from exc
+    messages = [opening_message(recording.start.question, recording.start.hosts)]
+    for turn in recording.turns:
+        messages.append(assistant_message(turn.event.response.content))
+        calls = [call_id for call_id, _, _ in turn.calls]
         if not calls:
             continue
         blocks: list[dict[str, Any]] = [
-            tool_result_block(c, results[c].output, not results[c].ok) for c in calls
+            tool_result_block(c, turn.results[c].output, not turn.results[c].ok) for c in calls
         ]
-        if notices and _budget_notice_follows(events, i):
-            blocks.append({"type": "text", "text": budget_notice(notices[0])})
+        if turn.budget_notice:
+            blocks.append({"type": "text", "text": budget_notice(turn.budget_notice)})
         messages.append({"role": "user", "content": blocks})
     return messages
-
-
-def _budget_notice_follows(events: Sequence[Event], turn_index: int) -> bool:
-    for later in events[turn_index + 1 :]:
-        if isinstance(later, ModelTurn):
-            return False
-        if isinstance(later, ErrorEvent) and later.where == BUDGET_WHERE:
-            return True
-    return False

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from sleuth.agent.budget import Meter
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder, summarise
-from sleuth.agent.history import BUDGET_WHERE, assistant_message, budget_notice, tool_result_block
+from sleuth.agent.history import assistant_message, budget_notice, tool_result_block
 from sleuth.agent.protocols import Brain, BrainError, Message, Observer, Quiet, Request
 from sleuth.config import Budget, ModelPrice
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest
@@ -26,6 +26,7 @@ from sleuth.tools.registry import ApprovalHook, ToolContext, execute
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
     ApprovalEvent,
+    BudgetNotice,
     ContentBlock,
     ErrorEvent,
     Finding,
@@ -169,7 +170,7 @@ class Investigation:
             raise Answered("\n".join(b.text or "" for b in reply.response.content if b.text))
         if reason := self.meter.exhausted():
             self.final_reason = reason
-            self.writer.append(ErrorEvent(where=BUDGET_WHERE, message=reason))
+            self.writer.append(BudgetNotice(reason=reason))
             self.observer.note(budget_notice(reason))
             self.messages[-1]["content"].append({"type": "text", "text": budget_notice(reason)})
 

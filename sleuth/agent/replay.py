@@ -25,7 +25,6 @@ import json
 import threading
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +33,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sleuth.agent.brains import system_prompt
 from sleuth.agent.budget import price_for
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, QuoteGrounding, ground_quote
-from sleuth.agent.history import BUDGET_WHERE, opening_message
+from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation, Stop
 from sleuth.agent.protocols import Brain, BrainReply, Request
 from sleuth.agent.session import sha256_of, tool_specs, tools_hash
@@ -42,17 +41,14 @@ from sleuth.config import Budget, Settings
 from sleuth.tools.registry import ApprovalHook, ToolContext, execute
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
-    ErrorEvent,
     Event,
     Finding,
-    FindingEvent,
-    ModelTurn,
-    SessionEnded,
     SessionStarted,
     SessionStatus,
     ToolExecuted,
     Totals,
 )
+from sleuth.transcripts.recording import NotARecording, Recording, Turn, read
 from sleuth.transcripts.redact import redact
 from sleuth.transcripts.store import TranscriptWriter, canonical_json, load
 from sleuth.transcripts.verify import not_verified, verify
@@ -167,68 +163,12 @@ class RecordingEnded(Stop):
     status: SessionStatus = "interrupted"
 
 
-@dataclass
-class RecordedTurn:
-    event: ModelTurn
-    results: dict[str, ToolExecuted]
-    findings: list[Finding]
-
-    @property
-    def calls(self) -> list[tuple[str, str, dict[str, Any]]]:
-        blocks = self.event.response.content
-        return [(b.id or "", b.name or "", b.input or {}) for b in blocks if b.type == "tool_use"]
-
-    @property
-    def complete(self) -> bool:
-        return all(cid in self.results for cid, _, _ in self.calls)
-
-
-@dataclass
-class Recording:
-    """A transcript read for replaying: its start, its complete turns, findings and end."""
-
-    path: Path
-    start: SessionStarted
-    turns: list[RecordedTurn]
-    status: SessionStatus | None
-    budget_notice: str | None
-
-    @property
-    def findings(self) -> list[Finding]:
-        return [f for t in self.turns for f in t.findings]
-
-
 def read_recording(path: Path, events: Sequence[Event] | None = None) -> Recording:
-    """Split a transcript into model turns, each with the tool results and findings it produced.
-
-    A turn whose calls were not all recorded before the next turn (a crash mid-turn that
-    `sleuth resume` repeated) is left out, as the resumed run left it out.
-    """
-    events = list(load(path).events if events is None else events)
-    start = next((e for e in events if isinstance(e, SessionStarted)), None)
-    if start is None:
-        raise ReplayError(f"{path} has no session_started event; it cannot be replayed")
-    turns: list[RecordedTurn] = []
-    current: RecordedTurn | None = None
-    status: SessionStatus | None = None
-    notice: str | None = None
-    for event in events:
-        if isinstance(event, ModelTurn | SessionStarted) and current is not None:
-            turns.append(current)
-            current = None
-        if isinstance(event, ModelTurn):
-            current = RecordedTurn(event, {}, [])
-        elif isinstance(event, ToolExecuted) and current is not None:
-            current.results[event.call_id] = event
-        elif isinstance(event, FindingEvent) and current is not None:
-            current.findings.append(event.finding)
-        elif isinstance(event, ErrorEvent) and event.where == BUDGET_WHERE:
-            notice = notice or event.message
-        elif isinstance(event, SessionEnded):
-            status = event.status
-    if current is not None:
-        turns.append(current)
-    return Recording(Path(path), start, [t for t in turns if t.complete], status, notice)
+    """The transcript at `path` read by the one reader; ReplayError when it has no start."""
+    try:
+        return read(load(path).events if events is None else events)
+    except NotARecording as exc:
+        raise ReplayError(f"{path}: {exc}; it cannot be replayed") from exc
 
 
 class ReplayBrain:
@@ -311,11 +251,11 @@ class _Cursor:
 
     def __init__(self) -> None:
         self.index = 0
-        self.turn: RecordedTurn | None = None
+        self.turn: Turn | None = None
         self._pending: dict[tuple[str, str], deque[ToolExecuted]] = {}
         self._lock = threading.Lock()
 
-    def advance(self, recording: Recording) -> RecordedTurn:
+    def advance(self, recording: Recording) -> Turn:
         if self.index >= len(recording.turns):
             if recording.status is None:
                 raise RecordingEnded("the recording ends here: the session never finished")
@@ -435,10 +375,10 @@ class MemoryWriter(TranscriptWriter):
     fsync per event would cost more than the whole replay. In offline mode it stops the run at
     the first report_finding whose answer differs from the recorded one."""
 
-    def __init__(self, recording: Recording, cursor: _Cursor, strict: bool) -> None:
-        self.path = Path(f"replay of {recording.path}")
+    def __init__(self, path: Path, cursor: _Cursor, strict: bool) -> None:
+        self.path = Path(f"replay of {path}")
         self.events: list[Event] = []
-        self._recording, self._cursor, self._strict = recording, cursor, strict
+        self._cursor, self._strict = cursor, strict
         self._lock = threading.Lock()
 
     def append(self, event: Event) -> Event:
@@ -495,7 +435,7 @@ def replay(
     cursor = _Cursor()
     live = LiveTools(cursor) if live_ctx is not None else None
     executor = live if live is not None else RecordedTools(cursor)
-    writer = MemoryWriter(recording, cursor, strict=live is None)
+    writer = MemoryWriter(path, cursor, strict=live is None)
     driver: Brain = (
         ReplayBrain(recording, cursor) if brain is None else CheckedBrain(brain, recording, cursor)
     )

@@ -172,6 +172,12 @@ class ErrorEvent(_Event):
     message: str
 
 
+class BudgetNotice(_Event):
+    type: Literal["budget_notice"] = "budget_notice"
+    reason: str
+    """The limit reached, said for a person; the model was told its next turn is the last."""
+
+
 class Totals(BaseModel):
     turns: int = 0
     tool_calls: int = 0
@@ -197,6 +203,7 @@ Event = Annotated[
     | ApprovalEvent
     | FindingEvent
     | ErrorEvent
+    | BudgetNotice
     | SessionEnded,
     Field(discriminator="type"),
 ]

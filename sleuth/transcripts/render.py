@@ -27,6 +27,7 @@ from rich.text import Text
 
 from sleuth.transcripts.events import (
     ApprovalEvent,
+    BudgetNotice,
     ErrorEvent,
     Event,
     FindingEvent,
@@ -36,6 +37,7 @@ from sleuth.transcripts.events import (
     ToolExecuted,
     Totals,
 )
+from sleuth.transcripts.recording import totals
 
 FOLD_LINES = 20
 """Outputs longer than this many lines (or FOLD_CHARS) are folded."""
@@ -54,6 +56,7 @@ class Story:
     steps: list[Event] = field(default_factory=list)
     ended: SessionEnded | None = None
     calls: dict[str, ToolExecuted] = field(default_factory=dict)
+    events: Sequence[Event] = ()
 
     def segment(self, started: SessionStarted) -> int:
         """1 for the first run, 2 for the first resume, and so on."""
@@ -62,7 +65,7 @@ class Story:
 
 
 def build_story(events: Sequence[Event]) -> Story:
-    story = Story()
+    story = Story(events=events)
     for event in events:
         if isinstance(event, SessionStarted) and story.started is None:
             story.started = event
@@ -76,19 +79,10 @@ def build_story(events: Sequence[Event]) -> Story:
 
 
 def totals_of(story: Story) -> Totals:
-    """The recorded totals, or ones counted from the events when the session never ended."""
+    """The recorded totals, or ones counted by the reader when the session never ended."""
     if story.ended is not None:
         return story.ended.totals
-    turns = [step for step in story.steps if isinstance(step, ModelTurn)]
-    return Totals(
-        turns=len(turns),
-        tool_calls=len(story.calls),
-        input_tokens=sum(t.usage.input_tokens for t in turns),
-        output_tokens=sum(t.usage.output_tokens for t in turns),
-        cache_read_tokens=sum(t.usage.cache_read_tokens for t in turns),
-        cache_write_tokens=sum(t.usage.cache_write_tokens for t in turns),
-        cost_usd=sum(t.cost_usd for t in turns),
-    )
+    return totals(story.events)
 
 
 def reasoning(turn: ModelTurn) -> str:
@@ -237,6 +231,8 @@ def _md_step(story: Story, step: Event) -> list[str]:
         return [f"> Approval: {step.tool} on `{step.host}` {verdict} by {step.by}{why}", ""]
     if isinstance(step, ErrorEvent):
         return [f"> **Error** ({step.where}): {step.message}", ""]
+    if isinstance(step, BudgetNotice):
+        return [f"> **Budget spent:** {step.reason}; the next turn was the last.", ""]
     if isinstance(step, SessionStarted):
         return [f"> **{_segment_line(step, story.segment(step))}**", ""]
     return []
@@ -355,6 +351,8 @@ def _html_step(story: Story, step: Event) -> str:
         )
     if isinstance(step, ErrorEvent):
         return f'<p class="bad">Error ({_e(step.where)}): {_e(step.message)}</p>'
+    if isinstance(step, BudgetNotice):
+        return f'<p class="warn">Budget spent: {_e(step.reason)}; the next turn was the last.</p>'
     if isinstance(step, SessionStarted):
         return f'<p class="segment">{_e(_segment_line(step, story.segment(step)))}</p>'
     return ""
@@ -462,6 +460,8 @@ def _rich_step(story: Story, step: Event) -> RenderableType | None:
         return Text(f"approval: {step.tool} on {step.host} {verdict} by {step.by}{why}", "dim")
     if isinstance(step, ErrorEvent):
         return Text(f"error ({step.where}): {step.message}", style="red")
+    if isinstance(step, BudgetNotice):
+        return Text(f"budget spent: {step.reason}; the next turn was the last", style="yellow")
     if isinstance(step, SessionStarted):
         return Rule(_segment_line(step, story.segment(step)), align="left", style="yellow")
     return None
