@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from sleuth.agent.brains import system_prompt
 from sleuth.agent.budget import price_for
@@ -134,14 +134,18 @@ class ReplayResult(BaseModel):
     changed since the recording. A note, not a failure: the recorded turns still replay."""
     wall_s: float = 0.0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def drifted(self) -> bool:
+        """Some call's output or some finding's grounding changed since the recording."""
         return any(not c.same for c in self.calls) or any(
             f.was_grounded and not f.holds for f in self.finding_drift
         )
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
+        """No divergence and no drift: the recording still stands."""
         return self.divergence is None and not self.drifted
 
 

@@ -23,7 +23,15 @@ from sleuth.agent.protocols import Brain, Observer, Quiet
 from sleuth.config import Settings
 from sleuth.tools.hosts import HostError
 from sleuth.tools.registry import ToolContext, all_tools
-from sleuth.transcripts.events import HostInfo, SessionStarted, ToolSpec
+from sleuth.tools.results import ToolResult
+from sleuth.transcripts.events import (
+    HostInfo,
+    SessionEnded,
+    SessionStarted,
+    ToolExecuted,
+    ToolSpec,
+    Totals,
+)
 from sleuth.transcripts.store import TranscriptWriter, canonical_json
 
 VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
@@ -137,3 +145,48 @@ def start_investigation(
         price=price_for(brain.model, settings.prices),
         observer=observer or Quiet(),
     )
+
+
+def record_cli_call(
+    transcripts: Path, ctx: ToolContext, name: str, inputs: dict[str, Any], result: ToolResult
+) -> Path:
+    """A one-call transcript for `sleuth tool`: a person's call is audited like a model's."""
+    session_id = new_session_id()
+    spec = [s for s in tool_specs() if s.name == name]
+    with TranscriptWriter.create(transcripts, session_id) as writer:
+        writer.append(
+            SessionStarted(
+                session_id=session_id,
+                question=f"sleuth tool {name}",
+                hosts=describe_hosts(ctx),
+                brain="cli",
+                versions=versions(),
+                tools=spec,
+                tools_hash=tools_hash(spec),
+            )
+        )
+        writer.append(
+            ToolExecuted(
+                call_id="cli_1",
+                tool=name,
+                input=inputs,
+                host=str(inputs.get("host", "local")),
+                ok=result.ok,
+                output=result.output,
+                error=result.error,
+                data=result.data,
+                argv=result.argv,
+                exit_code=result.exit_code,
+                bytes_cut=result.bytes_cut,
+                duration_s=result.duration_s,
+                reconnected=result.reconnected,
+            )
+        )
+        writer.append(
+            SessionEnded(
+                status="answered" if result.ok else "error",
+                summary=f"{name}: {'ok' if result.ok else result.error}",
+                totals=Totals(tool_calls=1, wall_s=result.duration_s),
+            )
+        )
+    return writer.path

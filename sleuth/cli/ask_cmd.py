@@ -27,6 +27,7 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import ConfigError
+from sleuth.outputs import AskOutput
 from sleuth.tools.connect import build_context
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
 
@@ -119,14 +120,14 @@ def ask(
 def show(result: RunResult, brain: str, as_json: bool) -> None:
     if as_json:
         print_json(
-            {
-                "status": result.status,
-                "brain": brain,
-                "answer": result.answer,
-                "findings": [f.model_dump(mode="json") for f in result.findings],
-                "totals": result.totals.model_dump(mode="json"),
-                "transcript": result.transcript,
-            }
+            AskOutput(
+                status=result.status,
+                brain=brain,
+                answer=result.answer,
+                findings=result.findings,
+                totals=result.totals,
+                transcript=result.transcript,
+            )
         )
         return
     if result.findings:

@@ -28,6 +28,7 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import LOCAL, ConfigError, Settings
+from sleuth.outputs import ReplayOutput
 from sleuth.tools.connect import build_context
 from sleuth.tools.registry import ToolContext
 from sleuth.transcripts.store import TranscriptError
@@ -80,7 +81,7 @@ def replay_cmd(
         if ctx is not None:
             ctx.close()
     if as_json:
-        print_json({**result.model_dump(mode="json"), "ok": result.ok, "drifted": result.drifted})
+        print_json(ReplayOutput.model_validate(result.model_dump()))
     else:
         _print_replay(result)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_ERROR)

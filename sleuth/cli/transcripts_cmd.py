@@ -72,7 +72,7 @@ def show(
 
 
 def _print_report(report: VerifyReport) -> None:
-    name = escape(report.path)
+    name = escape(report.transcript)
     if report.problems:
         table = Table("line", "kind", "problem", title=f"{name}: {len(report.problems)} problems")
         for problem in report.problems:

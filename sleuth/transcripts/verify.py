@@ -32,8 +32,16 @@ class Problem(BaseModel):
     message: str
 
 
+OUTPUT_SCHEMA_VERSION = 1
+"""Version of the `--json` outputs' shape (`sleuth schema NAME`); bumped on a breaking change."""
+
+
 class VerifyReport(BaseModel):
-    path: str
+    """`sleuth verify --json`: whether a transcript is an untampered audit trail."""
+
+    schema_version: int = OUTPUT_SCHEMA_VERSION
+    transcript: str
+    """The file checked."""
     ok: bool
     events: int
     """Complete lines checked (the torn tail, if any, is not counted)."""
@@ -185,7 +193,7 @@ def verify(path: Path) -> VerifyReport:
         )
         problems.append(Problem(line=1, kind="start", message=message))
     return VerifyReport(
-        path=str(path),
+        transcript=str(path),
         ok=not problems,
         events=len(raw.lines),
         problems=problems,
@@ -201,5 +209,5 @@ def not_verified(report: VerifyReport) -> str | None:
     first = report.problems[0]
     return (
         f"NOT VERIFIED: line {first.line} ({first.kind}): {first.message}. What follows may "
-        f"not be what was recorded; see `sleuth verify {report.path}`."
+        f"not be what was recorded; see `sleuth verify {report.transcript}`."
     )
