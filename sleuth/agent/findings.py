@@ -160,8 +160,9 @@ def ground_quote(quote: str, call: CallRecord | None, *, claim: str, turn: int) 
                 return QuoteGrounding(call_id=call_id, quote=quote, grounded=True)
         return no(
             "bare_number",
-            f"the number {quote!r} must be quoted with its key (the line it is on), or occur "
-            f"as a whole number on a line of {where} that names the thing the claim is about",
+            f"the number {quote!r} must be quoted together with its key (e.g. `name: {text}`, "
+            f"across lines if the output puts them apart), or occur as a whole number on a "
+            f"line of {where} that names the thing the claim is about",
         )
     if not _meaningful(text, lines):
         return no(
