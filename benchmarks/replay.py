@@ -22,7 +22,7 @@ from sleuth.agent.protocols import BrainReply, Request
 from sleuth.agent.replay import replay
 from sleuth.agent.session import tool_specs
 from sleuth.config import Budget
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.registry import ApprovalHook, ToolContext
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import ContentBlock, ModelResponse, SessionStarted, Usage
 from sleuth.transcripts.store import TranscriptWriter, load
@@ -68,7 +68,9 @@ class Scripted:
         return BrainReply(response=ModelResponse(content=blocks), usage=usage)
 
 
-def canned(ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
+def canned(
+    ctx: ToolContext, name: str, raw: dict[str, Any], *, on_approval: ApprovalHook | None = None
+) -> ToolResult:
     return ToolResult(
         ok=True,
         output=OUTPUT,

@@ -65,7 +65,7 @@ MTP = [
         finding(
             "toolu_f1",
             "The checkpoint declares one MTP layer and the source defines its NextN head class.",
-            [("toolu_cfg", "1"), ("toolu_grep", NEXTN)],
+            [("toolu_cfg", "num_nextn_predict_layers:\n1"), ("toolu_grep", NEXTN)],
         )
     ),
     message(text("Yes: one MTP layer, served by DeepseekV3ForCausalLMNextN.")),
@@ -88,7 +88,7 @@ MENDED = [
         finding(
             "toolu_f2",
             "The checkpoint is quantized to NVFP4 with ModelOpt.",
-            [("toolu_q", "NVFP4"), ("toolu_q", "modelopt")],
+            [("toolu_q", '"quant_algo": "NVFP4"'), ("toolu_q", '"quant_method": "modelopt"')],
             mends="toolu_f1",
         )
     ),
@@ -133,7 +133,9 @@ def main() -> None:
         settings = Settings(hosts={"local": HostConfig(roots=[str(ROOT)])}, budget=budget)
         ctx = build_context(settings, [])
         with ScriptedAPI(script) as api:
-            brain = AnthropicBrain("claude-sonnet-4-5", api_key="reference", base_url=api.url)
+            brain = AnthropicBrain(
+                "claude-sonnet-4-5", api_key="sk-ant-reference-key", base_url=api.url
+            )
             path = record(OUT / f"{name}.jsonl", question, brain, ctx, settings)
         print(f"wrote {path.relative_to(HERE.parent)}")
     demo = ROOT.parent / "demo"

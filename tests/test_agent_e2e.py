@@ -46,7 +46,7 @@ def investigate_remote(host: str) -> list[Any]:
                 "toolu_f1",
                 "The config declares one MTP layer and the source defines a NextN model class.",
                 [
-                    ("toolu_cfg", "1"),
+                    ("toolu_cfg", "num_nextn_predict_layers:\n1"),
                     ("toolu_src", "class DeepseekV3ForCausalLMNextN(torch.nn.Module):"),
                 ],
             )

@@ -134,3 +134,79 @@ def test_resume_refuses_a_finished_or_tampered_transcript(project: Path, sshd: A
         assert finish(sleuth(["resume", str(path)], project, sshd.home, api.url))[0] == 0
     code, _, err = finish(sleuth(["resume", str(path)], project, sshd.home, "http://127.0.0.1:9"))
     assert code == 1 and "already ended" in err
+
+
+def _kill_when(path_glob: Path, proc: subprocess.Popen[str], ready: Any) -> Path:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for path in path_glob.glob("*.jsonl"):
+            if ready(path.read_bytes()):
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+                return path
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the investigation never got where it was to be killed")
+
+
+def test_resume_twice_after_two_kills_keeps_every_completed_turn(
+    project: Path, workspace: Path, sshd: Any
+) -> None:
+    # Kill 1: mid-turn. One call of turn 1 is recorded; the other blocks reading a FIFO.
+    os.mkfifo(workspace / "pipe")
+    blocked = message(
+        tool_use("toolu_cfg", "read_json", host="gpu", path="config.json"),
+        tool_use("toolu_pipe", "read_lines", host="gpu", path="pipe"),
+    )
+    with ScriptedAPI([blocked]) as api:
+        proc = sleuth(
+            ["ask", "Is there a NextN class?", "--host", "gpu", "--json"],
+            project,
+            sshd.home,
+            api.url,
+        )
+        path = _kill_when(
+            project / "transcripts",
+            proc,
+            lambda data: (
+                b'"toolu_cfg"' in data.split(b"model_turn")[-1] and b'"tool_executed"' in data
+            ),
+        )
+    assert verify(path).ok
+
+    # Resume 1 redoes turn 1 (new calls), completes it, then stalls in turn 2: kill 2.
+    redo = message(
+        text("Reading again."),
+        tool_use("toolu_cfg2", "read_json", host="gpu", path="config.json"),
+        tool_use("toolu_src2", "read_lines", host="gpu", path="src/model.py"),
+    )
+    with ScriptedAPI([redo, stall(60, message(text("never")))]) as api:
+        proc = sleuth(["resume", str(path), "--json"], project, sshd.home, api.url)
+        _kill_when(
+            path.parent, proc, lambda data: b'"toolu_src2"' in data and len(api.requests) >= 2
+        )
+        first_resume = api.bodies()[0]["messages"]
+    assert len(first_resume) == 1, "the half-run turn is left out, to be redone"
+    assert verify(path).ok
+
+    # Resume 2 must continue after the redone turn, not lose it.
+    final = [
+        message(finding("toolu_f", "The source defines a NextN class.", [("toolu_src2", NEXTN)])),
+        message(text("Yes.")),
+    ]
+    with ScriptedAPI(final) as api:
+        code, out, err = finish(
+            sleuth(["resume", str(path), "--json"], project, sshd.home, api.url)
+        )
+    assert code == 0, err
+    sent = api.bodies()[0]["messages"]
+    assert len(sent) == 3 and "toolu_src2" in json.dumps(sent) and NEXTN in json.dumps(sent[2])
+    (kept,) = json.loads(out)["findings"]
+    assert kept["grounded"]
+    events = load(path).events
+    assert sum(isinstance(e, SessionStarted) for e in events) == 3
+    assert verify(path).ok and verify(path).ended
+    assert replay(path).ok
+
+    shown = finish(sleuth(["show", str(path), "--format", "md"], project, sshd.home))[1]
+    assert "resumed here (segment 2)" in shown and "resumed here (segment 3)" in shown

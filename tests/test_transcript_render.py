@@ -43,13 +43,17 @@ def test_every_story_format_tells_question_reasoning_calls_findings_totals(
         "rate limited once",
     ):
         assert needle in story, f"{fmt} lacks {needle!r}"
-    assert story.index(QUESTION) < story.index("checkpoint_index") < story.index("ships MTP")
+    # The verdicts and summary come first, the turns that led to them after.
+    assert story.index(QUESTION) < story.index("ships MTP") < story.index("checkpoint_index")
+    assert "NOT VERIFIED" not in story
 
 
 def test_json_format_is_the_events_as_an_array(transcript: Path) -> None:
     result = runner.invoke(app, ["show", str(transcript), "--format", "json"])
     assert result.exit_code == 0
-    events = json.loads(result.stdout)
+    shown = json.loads(result.stdout)
+    assert shown["verified"] is True and shown["banner"] is None
+    events = shown["events"]
     assert [e["seq"] for e in events] == list(range(8))
     assert events[0]["question"] == QUESTION
 

@@ -1,7 +1,10 @@
 """The `report_finding` tool and the grounding check.
 
-A finding's evidence quotes tool output by call id. Each quote must occur,
-whitespace-normalised, in the recorded output of the call it names. A finding
+A finding's evidence quotes tool output by call id. `ground_quote` decides
+whether one quote grounds its claim: it must be meaningful, occur
+(whitespace-normalised) in the output of the call it names beyond an echo of
+that call's arguments, come from an earlier turn than the finding, and come
+from a call that succeeded unless the claim is about that failure. A finding
 with a failed quote is held back and the model is told exactly which quote
 failed against which call; its next report (naming the held one in `mends`, or
 repeating its claim) is kept either way, marked ungrounded if a quote still fails.
@@ -11,12 +14,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sleuth.transcripts.events import Evidence, Finding, ToolSpec, Verdict
+from sleuth.transcripts.recording import REPORT_FINDING as REPORT_FINDING
 
-REPORT_FINDING = "report_finding"
 # read_lines numbers its lines ("    12\tcode"); a quote of several lines may leave them out.
 _LINE_NUMBER = re.compile(r"^ *\d+\t", re.M)
 
@@ -68,6 +72,192 @@ def normalise(text: str) -> str:
     return " ".join(text.split())
 
 
+GroundingFailure = Literal[
+    "unknown_call", "same_turn", "too_short", "not_found", "echo", "error_result", "bare_number"
+]
+"""Why a quote did not ground its claim; replay and the loop branch on this, never on text."""
+
+MIN_TOKENS = 2
+MIN_CHARS = 8
+"""A quote shorter than this (tokens, non-space characters) grounds only as a whole line or a
+whole `key: value` of the output: a short fragment occurs almost anywhere."""
+_BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?%?")
+_KEY_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{2,}")
+_SEGMENT_SPLIT = re.compile(r"[,;{}\[\]]")
+_FAILURE_WORDS = re.compile(
+    r"\b(error|errors|fail|fails|failed|failure|cannot|can't|unable|denied|refused|not found|"
+    r"no such|missing|absent|does not exist|not exist|unreachable|timed out|timeout|"
+    r"not allowed|not approved|rejected|invalid)\b",
+    re.I,
+)
+"""A claim about a failed call says that it failed; only such a claim may quote its error."""
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One tool call as the grounding check knows it: what was asked, what came back, when."""
+
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+    output: str
+    ok: bool
+    turn: int
+    """The model turn that made the call; its output is visible from turn + 1 on."""
+
+
+class QuoteGrounding(BaseModel):
+    """The verdict on one quote: grounded, or the kind of failure and a sentence for the model."""
+
+    call_id: str
+    quote: str
+    grounded: bool
+    failure: GroundingFailure | None = None
+    why: str = ""
+
+
+def ground_quote(quote: str, call: CallRecord | None, *, claim: str, turn: int) -> QuoteGrounding:
+    """Does `quote`, from the output of `call`, ground `claim` written in model turn `turn`?
+
+        verdict = ground_quote('"num_nextn_predict_layers": 1', call, claim="MTP", turn=2)
+
+    Grounded only if the call is known and ran in an earlier turn; the quote is meaningful
+    (MIN_TOKENS tokens and MIN_CHARS characters, a whole line, a whole `key: value`, or a bare
+    number on a line that also names a word of the claim); it occurs in the output at word
+    boundaries and not merely as an echo of the call's own argument values; and the call
+    succeeded, or the claim is about its failure. The loop and replay both call this.
+    """
+    call_id = call.call_id if call else ""
+
+    def no(failure: GroundingFailure, why: str) -> QuoteGrounding:
+        return QuoteGrounding(
+            call_id=call_id, quote=quote, grounded=False, failure=failure, why=why
+        )
+
+    if call is None:
+        return no("unknown_call", "the call this quote names is not a tool call of this session")
+    where = f"the output of call {call.call_id} ({call.tool})"
+    if call.turn >= turn:
+        return no(
+            "same_turn",
+            f"call {call.call_id} ran in this same turn: its output was not visible when you "
+            "wrote this finding. Read it, then report in a later turn",
+        )
+    text = normalise(quote)
+    lines = _output_lines(call.output)
+    if not call.ok and not _FAILURE_WORDS.search(claim):
+        return no(
+            "error_result",
+            f"call {call.call_id} ({call.tool}) failed; its output grounds only a claim that "
+            "says so",
+        )
+    echoes = _argument_values(call.input)
+    if _BARE_NUMBER.fullmatch(text):
+        keys = {w.lower() for w in _KEY_WORD.findall(claim)}
+        for line in lines:
+            named = keys & {w.lower() for w in _KEY_WORD.findall(line)}
+            if named and _occurs_outside(text, line, echoes):
+                return QuoteGrounding(call_id=call_id, quote=quote, grounded=True)
+        return no(
+            "bare_number",
+            f"the number {quote!r} must be quoted together with its key (e.g. `name: {text}`, "
+            f"across lines if the output puts them apart), or occur as a whole number on a "
+            f"line of {where} that names the thing the claim is about",
+        )
+    if not _meaningful(text, lines):
+        return no(
+            "too_short",
+            f"{quote!r} is too short to ground anything (at least {MIN_TOKENS} words and "
+            f"{MIN_CHARS} characters, or a whole line, or a whole `key: value`)",
+        )
+    if any(text in value for value in echoes):
+        return no(
+            "echo",
+            f"{quote!r} is (part of) an argument of call {call.call_id}: it shows what was "
+            "asked, not what was found; quote the whole output line it is on",
+        )
+    forms = [normalise(call.output), normalise(_LINE_NUMBER.sub("", call.output))]
+    if not any(_occurs(text, form) for form in forms):
+        return no("not_found", f"quote {quote!r} does not occur in {where}")
+    if not any(_occurs_outside(text, form, echoes) for form in forms):
+        return no(
+            "echo",
+            f"{quote!r} occurs in {where} only as an echo of the call's own arguments",
+        )
+    return QuoteGrounding(call_id=call_id, quote=quote, grounded=True)
+
+
+def _output_lines(output: str) -> list[str]:
+    return [normalise(line) for line in _LINE_NUMBER.sub("", output).splitlines() if line.strip()]
+
+
+def _meaningful(text: str, lines: list[str]) -> bool:
+    """Long enough to be specific, or a whole unit of the output: a line, a `key: value`, or a
+    whole quoted JSON value (`LlamaForCausalLM` from `["LlamaForCausalLM"]`)."""
+    if len(text.split()) >= MIN_TOKENS and len(text.replace(" ", "")) >= MIN_CHARS:
+        return True
+    bare = text.rstrip(",")
+    if not any(ch.isalnum() for ch in bare):
+        return False
+    for line in lines:
+        if bare == line.rstrip(","):
+            return True
+        for unit in (normalise(s) for s in _SEGMENT_SPLIT.split(line)):
+            if bare == unit and (":" in unit or "=" in unit):
+                return True
+            if len(unit) > 2 and unit[0] == unit[-1] == '"' and bare == unit[1:-1]:
+                return True
+    return False
+
+
+def _argument_values(raw: Any) -> list[str]:
+    """Every string the model put into the call's input, normalised; short ones are too common
+    in ordinary output to count as an echo."""
+    if isinstance(raw, str):
+        text = normalise(raw)
+        return [text] if len(text) >= 3 else []
+    if isinstance(raw, dict):
+        return [v for value in raw.values() for v in _argument_values(value)]
+    if isinstance(raw, list):
+        return [v for value in raw for v in _argument_values(value)]
+    return []
+
+
+def _starts(text: str, quote: str) -> list[int]:
+    found, at = [], text.find(quote)
+    while at >= 0:
+        before = text[at - 1] if at > 0 else " "
+        end = at + len(quote)
+        after = text[end] if end < len(text) else " "
+        # A number or word must match whole: "3" is not in "30", "layers" is not in "nlayers".
+        if not (quote[0].isalnum() and before.isalnum()) and not (
+            quote[-1].isalnum() and after.isalnum()
+        ):
+            found.append(at)
+        at = text.find(quote, at + 1)
+    return found
+
+
+def _occurs(quote: str, text: str) -> bool:
+    return bool(quote) and bool(_starts(text, quote))
+
+
+def _occurs_outside(quote: str, text: str, echoes: list[str]) -> bool:
+    """An occurrence that shows something besides the echoed arguments: what is left of it,
+    the echoes cut out, still holds a letter or digit."""
+    covered = [False] * len(text)
+    for value in echoes:
+        at = text.find(value)
+        while at >= 0:
+            covered[at : at + len(value)] = [True] * len(value)
+            at = text.find(value, at + 1)
+    for at in _starts(text, quote):
+        rest = (ch for i, ch in enumerate(text[at : at + len(quote)], at) if not covered[i])
+        if any(ch.isalnum() for ch in rest):
+            return True
+    return False
+
+
 @dataclass
 class Outcome:
     """What one report_finding call produced."""
@@ -77,45 +267,54 @@ class Outcome:
     feedback: str
     """The tool_result text the model gets back."""
     is_error: bool
+    quotes: list[QuoteGrounding]
+    """Each quote's verdict, as data: replay names the call behind a changed answer from it."""
 
 
 class Grounder:
-    """Remembers every tool output by call id and checks findings against them."""
+    """Remembers every tool call by id and checks findings against them."""
 
     def __init__(self) -> None:
-        self.outputs: dict[str, tuple[str, list[str]]] = {}
+        self.calls: dict[str, CallRecord] = {}
         self._held: dict[str, Finding] = {}
 
-    def record(self, call_id: str, tool: str, output: str) -> None:
-        forms = [normalise(output), normalise(_LINE_NUMBER.sub("", output))]
-        self.outputs[call_id] = (tool, forms)
+    def record(self, call: CallRecord) -> None:
+        self.calls[call.call_id] = call
 
-    def report(self, call_id: str, raw: dict[str, object]) -> Outcome:
+    def report(self, call_id: str, raw: dict[str, object], turn: int) -> Outcome:
         try:
             args = ReportFindingInput.model_validate(raw)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or '(input)'}: {e['msg']}" for e in exc.errors()
             )
-            return Outcome(None, f"invalid report_finding: {problems}. Nothing was recorded.", True)
-        evidence = [self._check(e) for e in args.evidence]
+            return Outcome(
+                None, f"invalid report_finding: {problems}. Nothing was recorded.", True, []
+            )
+        quotes = [self.check(e.call_id, e.quote, args.claim, turn) for e in args.evidence]
         finding = Finding(
             claim=args.claim,
             verdict=args.verdict,
             confidence=args.confidence,
-            evidence=[ev for ev, _ in evidence],
+            evidence=[
+                Evidence(call_id=e.call_id, quote=e.quote, grounded=q.grounded)
+                for e, q in zip(args.evidence, quotes, strict=True)
+            ],
             next_steps=args.next_steps,
-            grounded=all(ev.grounded for ev, _ in evidence),
+            grounded=all(q.grounded for q in quotes),
         )
         held = self._take_held(args.mends, args.claim)
         if finding.grounded:
-            return Outcome(finding, "Recorded; every quote was found in its call's output.", False)
-        problems = "\n".join(f"- {why}" for _, why in evidence if why)
+            return Outcome(
+                finding, "Recorded; every quote was found in its call's output.", False, quotes
+            )
+        problems = "\n".join(f"- {q.why}" for q in quotes if not q.grounded)
         if held is not None:
             return Outcome(
                 finding,
-                "Recorded, marked UNGROUNDED: these quotes still do not match:\n" + problems,
+                "Recorded, marked UNGROUNDED: these quotes still do not ground it:\n" + problems,
                 True,
+                quotes,
             )
         self._held[call_id] = finding
         return Outcome(
@@ -125,7 +324,17 @@ class Grounder:
             "outputs they name. This is the one chance to mend it; after that it is kept and "
             "marked ungrounded.",
             True,
+            quotes,
         )
+
+    def check(self, call_id: str, quote: str, claim: str, turn: int) -> QuoteGrounding:
+        call = self.calls.get(call_id)
+        verdict = ground_quote(quote, call, claim=claim, turn=turn)
+        if call is None:
+            known = ", ".join(self.calls) or "(none yet)"
+            why = f"call id {call_id!r} is not a tool call of this session; known: {known}"
+            return verdict.model_copy(update={"call_id": call_id, "why": why})
+        return verdict
 
     def unmended(self) -> list[tuple[str, Finding]]:
         """Held findings the model never mended; they are kept, ungrounded."""
@@ -140,19 +349,6 @@ class Grounder:
             if normalise(held.claim) == normalise(claim):
                 return self._held.pop(key)
         return None
-
-    def _check(self, item: EvidenceInput) -> tuple[Evidence, str]:
-        recorded = self.outputs.get(item.call_id)
-        if recorded is None:
-            known = ", ".join(self.outputs) or "(none yet)"
-            why = f"call id {item.call_id!r} is not a tool call of this session; known: {known}"
-            return Evidence(call_id=item.call_id, quote=item.quote, grounded=False), why
-        tool, forms = recorded
-        quote = normalise(item.quote)
-        if quote and any(quote in form for form in forms):
-            return Evidence(call_id=item.call_id, quote=item.quote, grounded=True), ""
-        why = f"quote {item.quote!r} does not occur in the output of call {item.call_id} ({tool})"
-        return Evidence(call_id=item.call_id, quote=item.quote, grounded=False), why
 
 
 def summarise(findings: list[Finding]) -> str:

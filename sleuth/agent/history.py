@@ -3,8 +3,9 @@
 The messages sent to a brain are a pure function of the recorded events: the
 opening user message (question and hosts), then per model turn the assistant's
 content and one user message with that turn's tool results (plus the budget
-notice when the budget ran out). A turn whose tool calls were not all recorded
-(a crash mid-turn) is left out, so a resumed run repeats it.
+notice when the budget ran out), as `transcripts.recording` reads them. A turn
+whose tool calls were not all recorded (a crash mid-turn) is left out, so a
+resumed run repeats it; the completed turns before and after it all stay.
 """
 
 from __future__ import annotations
@@ -12,20 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sleuth.transcripts.events import (
-    ContentBlock,
-    ErrorEvent,
-    Event,
-    HostInfo,
-    ModelTurn,
-    SessionStarted,
-    ToolExecuted,
-)
+from sleuth.transcripts.events import ContentBlock, Event, HostInfo
+from sleuth.transcripts.recording import NotARecording, read
 
 Message = dict[str, Any]
-BUDGET_WHERE = "budget"
-CUT_OFF = ("max_tokens", "model_context_window_exceeded")
-"""Stop reasons that cut a reply short: its tool calls may be half-written and never run."""
 CUT_OFF_RESULT = (
     "not run: your reply was cut off at its token limit while this call was being written, so "
     "its input may be incomplete. The next turn has more room: repeat the call if you still "
@@ -63,39 +54,24 @@ def tool_result_block(call_id: str, output: str, is_error: bool) -> dict[str, An
 
 
 def messages_from_events(events: Sequence[Event]) -> list[Message]:
-    """The conversation as of the last complete turn of a transcript."""
-    start = next((e for e in events if isinstance(e, SessionStarted)), None)
-    if start is None:
-        raise ValueError("transcript has no session_started event; it cannot be continued")
-    messages = [opening_message(start.question, start.hosts)]
-    results = {e.call_id: e for e in events if isinstance(e, ToolExecuted)}
-    notices = [e.message for e in events if isinstance(e, ErrorEvent) and e.where == BUDGET_WHERE]
-    for i, event in enumerate(events):
-        if not isinstance(event, ModelTurn):
-            continue
-        calls = [b.id or "" for b in event.response.content if b.type == "tool_use"]
-        cut = event.response.stop_reason in CUT_OFF
-        if not cut and any(c not in results for c in calls):
-            break
-        messages.append(assistant_message(event.response.content))
+    """The conversation as of the last complete turn of a transcript, across every resume."""
+    try:
+        recording = read(events)
+    except NotARecording as exc:
+        raise ValueError(f"{exc}; it cannot be continued") from exc
+    messages = [opening_message(recording.start.question, recording.start.hosts)]
+    for turn in recording.turns:
+        messages.append(assistant_message(turn.event.response.content))
+        calls = [call_id for call_id, _, _ in turn.calls]
         if not calls:
             continue
         blocks: list[dict[str, Any]] = [
             tool_result_block(c, CUT_OFF_RESULT, True)
-            if cut
-            else tool_result_block(c, results[c].output, not results[c].ok)
+            if turn.cut_off
+            else tool_result_block(c, turn.results[c].output, not turn.results[c].ok)
             for c in calls
         ]
-        if notices and _budget_notice_follows(events, i):
-            blocks.append({"type": "text", "text": budget_notice(notices[0])})
+        if turn.budget_notice:
+            blocks.append({"type": "text", "text": budget_notice(turn.budget_notice)})
         messages.append({"role": "user", "content": blocks})
     return messages
-
-
-def _budget_notice_follows(events: Sequence[Event], turn_index: int) -> bool:
-    for later in events[turn_index + 1 :]:
-        if isinstance(later, ModelTurn):
-            return False
-        if isinstance(later, ErrorEvent) and later.where == BUDGET_WHERE:
-            return True
-    return False

@@ -1,7 +1,7 @@
 """The investigation loop: send the conversation, run the turn's tool calls, repeat.
 
 ```python
-inv = Investigation(question, brain, ctx, writer, settings.budget, price)
+inv = start_investigation(question, brain, ctx, settings, Path("transcripts"))
 result = inv.run()          # -> RunResult(status="answered", findings=[...])
 ```
 
@@ -19,17 +19,13 @@ full context takes the final-report path; `pause_turn` asks for the next turn.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sleuth.agent.budget import Meter
-from sleuth.agent.findings import REPORT_FINDING, Grounder, summarise
+from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder, summarise
 from sleuth.agent.history import (
-    BUDGET_WHERE,
-    CUT_OFF,
     CUT_OFF_RESULT,
     assistant_message,
     budget_notice,
@@ -38,14 +34,16 @@ from sleuth.agent.history import (
 from sleuth.agent.protocols import UNPARSED, Brain, BrainError, Message, Observer, Quiet, Request
 from sleuth.config import Budget, ModelPrice
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.tools.registry import ApprovalHook, ToolContext, execute
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
     ApprovalEvent,
+    BudgetNotice,
     ContentBlock,
     ErrorEvent,
     Finding,
     FindingEvent,
+    HostInfo,
     ModelTurn,
     SessionEnded,
     SessionStatus,
@@ -53,11 +51,22 @@ from sleuth.transcripts.events import (
     ToolSpec,
     Totals,
 )
+from sleuth.transcripts.recording import CUT_OFF
 from sleuth.transcripts.redact import redact
 from sleuth.transcripts.store import TranscriptWriter
 
-Executor = Callable[[ToolContext, str, dict[str, Any]], ToolResult]
-"""Runs one tool call; `registry.execute` unless a replay answers from the recording."""
+
+class Executor(Protocol):
+    """Runs one tool call; `registry.execute` unless a replay answers from the recording."""
+
+    def __call__(
+        self,
+        ctx: ToolContext,
+        name: str,
+        raw: dict[str, Any],
+        *,
+        on_approval: ApprovalHook | None = None,
+    ) -> ToolResult: ...
 
 
 class Stop(Exception):
@@ -107,13 +116,15 @@ class Investigation:
     tools: list[ToolSpec]
     messages: list[Message]
     budget: Budget
+    question: str = ""
+    hosts: list[HostInfo] = field(default_factory=list)
+    """The question and hosts as data, for brains that plan from them (the playbook)."""
     price: ModelPrice | None = None
     observer: Observer = field(default_factory=Quiet)
     grounder: Grounder = field(default_factory=Grounder)
     findings: list[Finding] = field(default_factory=list)
     tool_data: dict[str, Any] = field(default_factory=dict)
     totals: Totals | None = None
-    question: str = ""
     workers: int = 8
     executor: Executor = execute
 
@@ -121,9 +132,8 @@ class Investigation:
         self.meter = Meter(self.budget, self.price, self.totals)
         self.final_reason: str | None = None
         self.more_room = False
-        self._call = threading.local()
-        self._chained_approval = self.ctx.on_approval
-        self.ctx.on_approval = self._approval
+        self.turn = self.meter.totals.turns
+        """The model turn in progress: a finding may quote only calls of earlier turns."""
 
     def run(self) -> RunResult:
         status: SessionStatus = "error"
@@ -155,7 +165,7 @@ class Investigation:
         return RunResult(status, answer, self.findings, totals, str(self.writer.path))
 
     def step(self) -> None:
-        turn = self.meter.totals.turns + 1
+        turn = self.turn = self.meter.totals.turns + 1
         self.observer.turn_started(turn)
         request = Request(
             self.system,
@@ -165,6 +175,7 @@ class Investigation:
             self.observer.retry,
             self.tool_data,
             question=self.question,
+            hosts=self.hosts,
             more_room=self.more_room,
             deadline=self.meter.deadline(),
             max_output=self.meter.output_left(),
@@ -216,7 +227,7 @@ class Investigation:
     def finish(self, reason: str) -> None:
         """The final-report path: one last turn, in which only report_finding runs."""
         self.final_reason = reason
-        self.writer.append(ErrorEvent(where=BUDGET_WHERE, message=reason))
+        self.writer.append(BudgetNotice(reason=reason))
         self.observer.note(budget_notice(reason))
         self.messages[-1]["content"].append({"type": "text", "text": budget_notice(reason)})
 
@@ -247,7 +258,6 @@ class Investigation:
         call_id, name, raw = call.id or "", call.name or "", call.input or {}
         host = str(raw.get("host", "local"))
         self.observer.tool_started(call_id, name, host, _summary(raw))
-        self._call.id = call_id
         if set(raw) == {UNPARSED}:
             result = ToolResult.failure(
                 f"the arguments of this {name} call are not a JSON object: "
@@ -255,11 +265,11 @@ class Investigation:
                 "the tool's schema. Nothing was run."
             )
         elif allowed:
-            result = self.executor(self.ctx, name, raw)
+            result = self.executor(self.ctx, name, raw, on_approval=self._approval_hook(call_id))
         else:
             result = _refused(self.final_reason or "the tool-call budget is spent")
         output = redact(result.output)
-        self.grounder.record(call_id, name, output)
+        self.grounder.record(CallRecord(call_id, name, raw, output, result.ok, self.turn))
         self.tool_data[call_id] = result.data
         self.writer.append(
             ToolExecuted(
@@ -289,7 +299,7 @@ class Investigation:
         return tool_result_block(call_id, output, not result.ok)
 
     def _report(self, call: ContentBlock) -> dict[str, Any]:
-        outcome = self.grounder.report(call.id or "", call.input or {})
+        outcome = self.grounder.report(call.id or "", call.input or {}, self.turn)
         self.writer.append(
             ToolExecuted(
                 call_id=call.id or "",
@@ -297,6 +307,7 @@ class Investigation:
                 input=call.input or {},
                 ok=not outcome.is_error,
                 output=outcome.feedback,
+                data={"quotes": [q.model_dump(mode="json") for q in outcome.quotes]},
             )
         )
         if outcome.finding is not None:
@@ -307,21 +318,25 @@ class Investigation:
         self.findings.append(finding)
         self.writer.append(FindingEvent(call_id=call_id, finding=finding))
 
-    def _approval(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
-        self.writer.append(
-            ApprovalEvent(
-                call_id=getattr(self._call, "id", ""),
-                tool=request.tool,
-                host=request.host,
-                input=request.input,
-                approved=decision.approved,
-                by=decision.by,
-                reason=decision.reason,
-                rule=decision.rule,
+    def _approval_hook(self, call_id: str) -> ApprovalHook:
+        """Records one call's approval in this run's transcript; the shared context is left as
+        it was given, so another run on it records only into its own."""
+
+        def record(request: ApprovalRequest, decision: ApprovalDecision) -> None:
+            self.writer.append(
+                ApprovalEvent(
+                    call_id=call_id,
+                    tool=request.tool,
+                    host=request.host,
+                    input=request.input,
+                    approved=decision.approved,
+                    by=decision.by,
+                    reason=decision.reason,
+                    rule=decision.rule,
+                )
             )
-        )
-        if self._chained_approval:
-            self._chained_approval(request, decision)
+
+        return record
 
 
 def _refused(reason: str) -> ToolResult:

@@ -228,14 +228,8 @@ def _response(step: Step | str, turn: int) -> ModelResponse:
 
 
 def _read_conversation(request: Request) -> tuple[Question, list[list[Result]]]:
-    """The question, hosts and every earlier turn's results, from the messages alone."""
-    opening = request.messages[0]["content"][0]["text"]
-    match = re.search(r"^Question: (.*?)\n\n", opening, re.S)
-    text = match.group(1) if match else opening
-    hosts = {
-        m.group(1): [r.strip() for r in m.group(2).split(",")]
-        for m in re.finditer(r"^- (\S+) \(.*?\): roots (.*?)(?:;|$)", opening, re.M)
-    }
+    """The question and hosts as the request gives them; every earlier turn's results."""
+    hosts = {h.name: list(h.roots) or ["."] for h in request.hosts}
     turns: list[list[Result]] = []
     for message in request.messages[1:]:
         if message["role"] != "user":
@@ -252,7 +246,7 @@ def _read_conversation(request: Request) -> tuple[Question, list[list[Result]]]:
         ]
         if results:
             turns.append(results)
-    return Question(text, hosts), turns
+    return Question(request.question, hosts), turns
 
 
 def _text(content: Any) -> str:

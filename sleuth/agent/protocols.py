@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from sleuth.transcripts.events import ModelResponse, Retry, ToolSpec, Usage
+from sleuth.transcripts.events import HostInfo, ModelResponse, Retry, ToolSpec, Usage
 
 Message = dict[str, Any]
 UNPARSED = "unparsed_arguments"
@@ -42,7 +42,9 @@ class Request:
     tool_data: dict[str, Any] = field(default_factory=dict)
     """Each earlier call's structured result (ToolResult.data) by call id, for scripted brains."""
     question: str = ""
-    """The person's question as asked, for brains that shape the request by it."""
+    """The question as the user asked it: data, so no brain parses the opening prose."""
+    hosts: list[HostInfo] = field(default_factory=list)
+    """The hosts the run may use, with their roots and allowed tools."""
     more_room: bool = False
     """The previous reply was cut off at its output-token limit: allow this one more (once)."""
     deadline: float | None = None

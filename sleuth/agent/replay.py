@@ -25,34 +25,33 @@ import json
 import threading
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, computed_field
 
+from sleuth.agent.brains import system_prompt
 from sleuth.agent.budget import price_for
-from sleuth.agent.findings import REPORT_FINDING, Grounder
-from sleuth.agent.history import BUDGET_WHERE, opening_message
+from sleuth.agent.findings import REPORT_FINDING, CallRecord, QuoteGrounding, ground_quote
+from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation, Stop
 from sleuth.agent.protocols import Brain, BrainReply, Request
+from sleuth.agent.session import sha256_of, tool_specs, tools_hash
 from sleuth.config import Budget, Settings
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.tools.registry import ApprovalHook, ToolContext, execute
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
-    ErrorEvent,
     Event,
     Finding,
-    FindingEvent,
-    ModelTurn,
-    SessionEnded,
     SessionStarted,
     SessionStatus,
     ToolExecuted,
     Totals,
 )
+from sleuth.transcripts.recording import NotARecording, Recording, Turn, read
 from sleuth.transcripts.redact import redact
 from sleuth.transcripts.store import TranscriptWriter, canonical_json, load
+from sleuth.transcripts.verify import not_verified, verify
 
 DIFF_LINES = 40
 DIFF_CHARS = 4000
@@ -111,6 +110,12 @@ class FindingDrift(BaseModel):
     quotes: list[QuoteCheck]
 
 
+class PromptDrift(BaseModel):
+    part: Literal["system prompt", "tool schemas"]
+    recorded_hash: str
+    today_hash: str
+
+
 class ReplayResult(BaseModel):
     transcript: str
     mode: Literal["offline", "live"]
@@ -124,16 +129,23 @@ class ReplayResult(BaseModel):
     divergence: Divergence | None = None
     calls: list[CallDrift] = Field(default_factory=list)
     finding_drift: list[FindingDrift] = Field(default_factory=list)
+    prompt_drift: list[PromptDrift] = Field(default_factory=list)
+    """What the model would be sent differently today: the system prompt or the tool schemas
+    changed since the recording. A note, not a failure: the recorded turns still replay."""
     wall_s: float = 0.0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def drifted(self) -> bool:
+        """Some call's output or some finding's grounding changed since the recording."""
         return any(not c.same for c in self.calls) or any(
             f.was_grounded and not f.holds for f in self.finding_drift
         )
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
+        """No divergence and no drift: the recording still stands."""
         return self.divergence is None and not self.drifted
 
 
@@ -155,68 +167,12 @@ class RecordingEnded(Stop):
     status: SessionStatus = "interrupted"
 
 
-@dataclass
-class RecordedTurn:
-    event: ModelTurn
-    results: dict[str, ToolExecuted]
-    findings: list[Finding]
-
-    @property
-    def calls(self) -> list[tuple[str, str, dict[str, Any]]]:
-        blocks = self.event.response.content
-        return [(b.id or "", b.name or "", b.input or {}) for b in blocks if b.type == "tool_use"]
-
-    @property
-    def complete(self) -> bool:
-        return all(cid in self.results for cid, _, _ in self.calls)
-
-
-@dataclass
-class Recording:
-    """A transcript read for replaying: its start, its complete turns, findings and end."""
-
-    path: Path
-    start: SessionStarted
-    turns: list[RecordedTurn]
-    status: SessionStatus | None
-    budget_notice: str | None
-
-    @property
-    def findings(self) -> list[Finding]:
-        return [f for t in self.turns for f in t.findings]
-
-
 def read_recording(path: Path, events: Sequence[Event] | None = None) -> Recording:
-    """Split a transcript into model turns, each with the tool results and findings it produced.
-
-    A turn whose calls were not all recorded before the next turn (a crash mid-turn that
-    `sleuth resume` repeated) is left out, as the resumed run left it out.
-    """
-    events = list(load(path).events if events is None else events)
-    start = next((e for e in events if isinstance(e, SessionStarted)), None)
-    if start is None:
-        raise ReplayError(f"{path} has no session_started event; it cannot be replayed")
-    turns: list[RecordedTurn] = []
-    current: RecordedTurn | None = None
-    status: SessionStatus | None = None
-    notice: str | None = None
-    for event in events:
-        if isinstance(event, ModelTurn | SessionStarted) and current is not None:
-            turns.append(current)
-            current = None
-        if isinstance(event, ModelTurn):
-            current = RecordedTurn(event, {}, [])
-        elif isinstance(event, ToolExecuted) and current is not None:
-            current.results[event.call_id] = event
-        elif isinstance(event, FindingEvent) and current is not None:
-            current.findings.append(event.finding)
-        elif isinstance(event, ErrorEvent) and event.where == BUDGET_WHERE:
-            notice = notice or event.message
-        elif isinstance(event, SessionEnded):
-            status = event.status
-    if current is not None:
-        turns.append(current)
-    return Recording(Path(path), start, [t for t in turns if t.complete], status, notice)
+    """The transcript at `path` read by the one reader; ReplayError when it has no start."""
+    try:
+        return read(load(path).events if events is None else events)
+    except NotARecording as exc:
+        raise ReplayError(f"{path}: {exc}; it cannot be replayed") from exc
 
 
 class ReplayBrain:
@@ -299,11 +255,11 @@ class _Cursor:
 
     def __init__(self) -> None:
         self.index = 0
-        self.turn: RecordedTurn | None = None
+        self.turn: Turn | None = None
         self._pending: dict[tuple[str, str], deque[ToolExecuted]] = {}
         self._lock = threading.Lock()
 
-    def advance(self, recording: Recording) -> RecordedTurn:
+    def advance(self, recording: Recording) -> Turn:
         if self.index >= len(recording.turns):
             if recording.status is None:
                 raise RecordingEnded("the recording ends here: the session never finished")
@@ -349,7 +305,14 @@ class RecordedTools:
     def __init__(self, cursor: _Cursor) -> None:
         self._cursor = cursor
 
-    def __call__(self, ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
+    def __call__(
+        self,
+        ctx: ToolContext,
+        name: str,
+        raw: dict[str, Any],
+        *,
+        on_approval: ApprovalHook | None = None,
+    ) -> ToolResult:
         recorded = self._cursor.take(name, raw)
         return ToolResult(
             ok=recorded.ok,
@@ -371,15 +334,22 @@ class LiveTools:
         self._cursor = cursor
         self._lock = threading.Lock()
         self.calls: list[CallDrift] = []
-        self.outputs: dict[str, tuple[str, str]] = {}
+        self.outputs: dict[str, CallRecord] = {}
         self._order: dict[str, int] = {}
 
-    def __call__(self, ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
+    def __call__(
+        self,
+        ctx: ToolContext,
+        name: str,
+        raw: dict[str, Any],
+        *,
+        on_approval: ApprovalHook | None = None,
+    ) -> ToolResult:
         recorded = self._cursor.take(name, raw)
         if self._cursor.turn is not None:
             order = {cid: i for i, (cid, _, _) in enumerate(self._cursor.turn.calls)}
             self._order[recorded.call_id] = order.get(recorded.call_id, 0)
-        result = execute(ctx, name, raw)
+        result = execute(ctx, name, raw, on_approval=on_approval)
         output = redact(result.output)
         same = output == recorded.output and result.ok == recorded.ok
         drift = CallDrift(
@@ -394,7 +364,9 @@ class LiveTools:
         )
         with self._lock:
             self.calls.append(drift)
-            self.outputs[recorded.call_id] = (name, output)
+            self.outputs[recorded.call_id] = CallRecord(
+                recorded.call_id, name, raw, output, result.ok, drift.step
+            )
         return result
 
     def report(self) -> list[CallDrift]:
@@ -407,10 +379,10 @@ class MemoryWriter(TranscriptWriter):
     fsync per event would cost more than the whole replay. In offline mode it stops the run at
     the first report_finding whose answer differs from the recorded one."""
 
-    def __init__(self, recording: Recording, cursor: _Cursor, strict: bool) -> None:
-        self.path = Path(f"replay of {recording.path}")
+    def __init__(self, path: Path, cursor: _Cursor, strict: bool) -> None:
+        self.path = Path(f"replay of {path}")
         self.events: list[Event] = []
-        self._recording, self._cursor, self._strict = recording, cursor, strict
+        self._cursor, self._strict = cursor, strict
         self._lock = threading.Lock()
 
     def append(self, event: Event) -> Event:
@@ -439,7 +411,7 @@ class MemoryWriter(TranscriptWriter):
                 expected=recorded.output,
                 actual=event.output,
                 diff=_diff(recorded.output, event.output, "recorded", "replayed"),
-                cause_call_id=_quoted_call(event.output),
+                cause_call_id=_failed_call(event),
                 message="report_finding got a different answer from the grounding check than "
                 "it got when recorded",
             )
@@ -460,11 +432,14 @@ def replay(
     turns, and its calls are checked against the recording.
     """
     path = Path(path)
+    banner = not_verified(verify(path))
+    if banner is not None:
+        raise ReplayError(f"{path}: {banner} A replay of an edited transcript proves nothing.")
     recording = read_recording(path)
     cursor = _Cursor()
     live = LiveTools(cursor) if live_ctx is not None else None
     executor = live if live is not None else RecordedTools(cursor)
-    writer = MemoryWriter(recording, cursor, strict=live is None)
+    writer = MemoryWriter(path, cursor, strict=live is None)
     driver: Brain = (
         ReplayBrain(recording, cursor) if brain is None else CheckedBrain(brain, recording, cursor)
     )
@@ -492,6 +467,7 @@ def replay(
         divergence=divergence,
         calls=live.report() if live else [],
         finding_drift=_recheck(recording.findings, live.outputs) if live else [],
+        prompt_drift=_prompt_drift(recording.start),
         wall_s=totals.wall_s,
     )
 
@@ -519,6 +495,8 @@ def _investigation(
         tools=start.tools,
         messages=[opening_message(start.question, start.hosts)],
         budget=budget,
+        question=start.question,
+        hosts=start.hosts,
         price=price_for(start.model, settings.prices),
         totals=Totals(),
     )
@@ -550,23 +528,16 @@ def _compare_end(
     return None
 
 
-def _recheck(findings: list[Finding], outputs: dict[str, tuple[str, str]]) -> list[FindingDrift]:
+def _recheck(findings: list[Finding], outputs: dict[str, CallRecord]) -> list[FindingDrift]:
     """Each recorded finding's quotes against today's outputs, with the loop's own check."""
-    grounder = Grounder()
-    for call_id, (tool, output) in outputs.items():
-        grounder.record(call_id, tool, output)
     drift = []
-    for i, finding in enumerate(findings):
+    for finding in findings:
         checks = []
-        for j, ev in enumerate(finding.evidence):
-            probe = {
-                "claim": f"recheck {i}.{j}",
-                "verdict": "unknown",
-                "confidence": 0.0,
-                "evidence": [{"call_id": ev.call_id, "quote": ev.quote}],
-            }
-            outcome = grounder.report(f"recheck-{i}-{j}", probe)
-            held = outcome.finding is not None and outcome.finding.grounded
+        for ev in finding.evidence:
+            call = outputs.get(ev.call_id)
+            # Today's output stands in for the recorded one, read in the turn after its call.
+            turn = call.turn + 1 if call else 0
+            held = ground_quote(ev.quote, call, claim=finding.claim, turn=turn).grounded
             checks.append(QuoteCheck(call_id=ev.call_id, quote=ev.quote, grounded=held))
         holds = bool(checks) and all(c.grounded for c in checks)
         drift.append(
@@ -577,13 +548,26 @@ def _recheck(findings: list[Finding], outputs: dict[str, tuple[str, str]]) -> li
     return drift
 
 
-def _quoted_call(feedback: str) -> str:
-    """The call a failed grounding check names ("... in the output of call X (tool)")."""
-    marker = "the output of call "
-    at = feedback.find(marker)
-    if at < 0:
-        return ""
-    return feedback[at + len(marker) :].split(" ", 1)[0]
+def _prompt_drift(start: SessionStarted) -> list[PromptDrift]:
+    """Today's system prompt and tool schemas against the hashes the recording started with
+    (older transcripts carry none, and are not judged)."""
+    today = {"system prompt": sha256_of(system_prompt()), "tool schemas": tools_hash(tool_specs())}
+    recorded = {"system prompt": start.system_hash, "tool schemas": start.tools_hash}
+    return [
+        PromptDrift(part=part, recorded_hash=recorded[part], today_hash=today[part])
+        for part in ("system prompt", "tool schemas")
+        if recorded[part] and recorded[part] != today[part]
+    ]
+
+
+def _failed_call(event: ToolExecuted) -> str:
+    """The call behind the first quote that failed the grounding check, from its verdicts."""
+    data = event.data if isinstance(event.data, dict) else {}
+    for raw in data.get("quotes", []):
+        quote = QuoteGrounding.model_validate(raw)
+        if not quote.grounded:
+            return quote.call_id
+    return ""
 
 
 def _call_dict(call: tuple[str, str, dict[str, Any]] | None) -> dict[str, Any] | None:

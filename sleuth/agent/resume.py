@@ -16,23 +16,23 @@ was picked up, with the hosts and versions as they are now.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from sleuth.agent.brains import DEFAULT_ANTHROPIC_MODEL, AnthropicBrain, OpenAIBrain, system_prompt
 from sleuth.agent.budget import price_for
-from sleuth.agent.findings import REPORT_FINDING
+from sleuth.agent.findings import REPORT_FINDING, CallRecord
 from sleuth.agent.history import messages_from_events
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
-from sleuth.agent.replay import Recording, read_recording
+from sleuth.agent.replay import read_recording
 from sleuth.agent.session import describe_hosts, versions
 from sleuth.config import Budget, Settings
 from sleuth.tools.registry import ToolContext
-from sleuth.transcripts.events import Event, ModelTurn, SessionStarted, ToolExecuted, Totals
+from sleuth.transcripts.events import SessionStarted
+from sleuth.transcripts.recording import Recording
 from sleuth.transcripts.store import TranscriptWriter, load
 from sleuth.transcripts.verify import verify
 
@@ -88,29 +88,6 @@ def brain_for(start: SessionStarted, env: Mapping[str, str] | None = None) -> Br
     )
 
 
-def spent(events: Sequence[Event]) -> Totals:
-    """What the run spent before it stopped: every turn paid for, every tool call run."""
-    totals = Totals()
-    for event in events:
-        if isinstance(event, ModelTurn):
-            totals.turns += 1
-            totals.input_tokens += event.usage.input_tokens
-            totals.output_tokens += event.usage.output_tokens
-            totals.cache_read_tokens += event.usage.cache_read_tokens
-            totals.cache_write_tokens += event.usage.cache_write_tokens
-            totals.cost_usd += event.cost_usd
-        elif isinstance(event, ToolExecuted) and event.tool != REPORT_FINDING:
-            totals.tool_calls += 1
-    if len(events) > 1:
-        first, last = (_when(e.ts) for e in (events[0], events[-1]))
-        totals.wall_s = max(0.0, (last - first).total_seconds())
-    return totals
-
-
-def _when(ts: str) -> datetime:
-    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
-
-
 def resume_investigation(
     path: Path,
     ctx: ToolContext,
@@ -147,11 +124,12 @@ def resume_investigation(
         tools=start.tools,
         messages=messages_from_events(events),
         budget=_budget(start, settings),
+        question=start.question,
+        hosts=start.hosts,
         price=price_for(brain.model, settings.prices),
         observer=observer or Quiet(),
         findings=recording.findings,
-        totals=spent(events),
-        question=start.question,
+        totals=recording.totals,
     )
     _restore_outputs(inv, recording)
     inv.final_reason = recording.budget_notice
@@ -170,5 +148,9 @@ def _restore_outputs(inv: Investigation, recording: Recording) -> None:
     for turn in recording.turns:
         for call_id, event in turn.results.items():
             if event.tool != REPORT_FINDING:
-                inv.grounder.record(call_id, event.tool, event.output)
+                inv.grounder.record(
+                    CallRecord(
+                        call_id, event.tool, event.input, event.output, event.ok, turn.event.turn
+                    )
+                )
                 inv.tool_data[call_id] = event.data

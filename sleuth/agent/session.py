@@ -8,9 +8,11 @@ result = inv.run()
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from sleuth.agent.brains import system_prompt
 from sleuth.agent.budget import price_for
@@ -21,8 +23,16 @@ from sleuth.agent.protocols import Brain, Observer, Quiet
 from sleuth.config import Settings
 from sleuth.tools.errors import HostError
 from sleuth.tools.registry import ToolContext, all_tools
-from sleuth.transcripts.events import HostInfo, SessionStarted, ToolSpec
-from sleuth.transcripts.store import TranscriptWriter
+from sleuth.tools.results import ToolResult
+from sleuth.transcripts.events import (
+    HostInfo,
+    SessionEnded,
+    SessionStarted,
+    ToolExecuted,
+    ToolSpec,
+    Totals,
+)
+from sleuth.transcripts.store import TranscriptWriter, canonical_json
 
 VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
 
@@ -39,6 +49,16 @@ def tool_specs() -> list[ToolSpec]:
         for t in sorted(all_tools().values(), key=lambda t: t.name)
     ]
     return [*specs, report_finding_spec()]
+
+
+def sha256_of(value: Any) -> str:
+    """sha256 hex of a string, or of the canonical JSON of anything else."""
+    text = value if isinstance(value, str) else canonical_json(value)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def tools_hash(tools: list[ToolSpec]) -> str:
+    return sha256_of([t.model_dump(mode="json") for t in tools])
 
 
 def versions() -> dict[str, str]:
@@ -92,6 +112,14 @@ def start_investigation(
     hosts = describe_hosts(ctx)
     tools = tool_specs()
     price = price_for(brain.model, settings.prices)
+    system = system_prompt()
+    policy = {
+        "limits": settings.limits.model_dump(),
+        "approval": approval_mode,
+        # None for a model with no price: its cost is not tracked, and this says so.
+        "price": price.model_dump() if price else None,
+    }
+    params = {"brain": brain.name, "model": brain.model, "policy": policy}
     writer.append(
         SessionStarted(
             session_id=session_id,
@@ -99,26 +127,70 @@ def start_investigation(
             hosts=hosts,
             brain=brain.name,
             model=brain.model,
-            policy={
-                "limits": settings.limits.model_dump(),
-                "approval": approval_mode,
-                # None for a model with no price: its cost is not tracked, and this says so.
-                "price": price.model_dump() if price else None,
-            },
+            policy=policy,
             budget=settings.budget.model_dump(),
             versions=versions(),
             tools=tools,
+            system_hash=sha256_of(system),
+            tools_hash=tools_hash(tools),
+            params_hash=sha256_of({**params, "budget": settings.budget.model_dump()}),
         )
     )
     return Investigation(
         brain=brain,
         ctx=ctx,
         writer=writer,
-        system=system_prompt(),
+        system=system,
         tools=tools,
         messages=[opening_message(question, hosts)],
         budget=settings.budget,
+        question=question,
+        hosts=hosts,
         price=price,
         observer=observer or Quiet(),
-        question=question,
     )
+
+
+def record_cli_call(
+    transcripts: Path, ctx: ToolContext, name: str, inputs: dict[str, Any], result: ToolResult
+) -> Path:
+    """A one-call transcript for `sleuth tool`: a person's call is audited like a model's."""
+    session_id = new_session_id()
+    spec = [s for s in tool_specs() if s.name == name]
+    with TranscriptWriter.create(transcripts, session_id) as writer:
+        writer.append(
+            SessionStarted(
+                session_id=session_id,
+                question=f"sleuth tool {name}",
+                hosts=describe_hosts(ctx),
+                brain="cli",
+                versions=versions(),
+                tools=spec,
+                tools_hash=tools_hash(spec),
+            )
+        )
+        writer.append(
+            ToolExecuted(
+                call_id="cli_1",
+                tool=name,
+                input=inputs,
+                host=str(inputs.get("host", "local")),
+                ok=result.ok,
+                output=result.output,
+                error=result.error,
+                data=result.data,
+                argv=result.argv,
+                exit_code=result.exit_code,
+                bytes_cut=result.bytes_cut,
+                duration_s=result.duration_s,
+                reconnected=result.reconnected,
+            )
+        )
+        writer.append(
+            SessionEnded(
+                status="answered" if result.ok else "error",
+                summary=f"{name}: {'ok' if result.ok else result.error}",
+                totals=Totals(tool_calls=1, wall_s=result.duration_s),
+            )
+        )
+    return writer.path

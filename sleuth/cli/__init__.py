@@ -6,7 +6,15 @@ from importlib import metadata
 
 import typer
 
-from sleuth.cli import ask_cmd, bench_cmd, demo_cmd, mcp_cmd, tools_cmd, transcripts_cmd
+from sleuth.cli import (
+    ask_cmd,
+    bench_cmd,
+    demo_cmd,
+    mcp_cmd,
+    schema_cmd,
+    tools_cmd,
+    transcripts_cmd,
+)
 
 app = typer.Typer(
     help="Investigate LLM deployments: a model (or the offline playbook) drives sandboxed, "
@@ -37,7 +45,7 @@ def _options(
     """Options before any command (the help text is the app's)."""
 
 
-for _module in (demo_cmd, ask_cmd, tools_cmd, transcripts_cmd, bench_cmd, mcp_cmd):
+for _module in (demo_cmd, ask_cmd, tools_cmd, transcripts_cmd, bench_cmd, mcp_cmd, schema_cmd):
     _module.register(app)
 
 

@@ -31,6 +31,7 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
+from sleuth.outputs import AskOutput
 from sleuth.tools.connect import build_context
 
 HostsOption = typer.Option(None, "--host", "-H", help="Host to investigate (repeat).")
@@ -186,16 +187,16 @@ def show(result: RunResult, brain: str, as_json: bool, cost_tracked: bool = True
     supported = result.status != "unsupported"
     if as_json:
         print_json(
-            {
-                "status": result.status,
-                "brain": brain,
-                "answer": result.answer,
-                "supported_by_evidence": supported,
-                "findings": [f.model_dump(mode="json") for f in result.findings],
-                "totals": result.totals.model_dump(mode="json"),
-                "cost_tracked": cost_tracked,
-                "transcript": result.transcript,
-            }
+            AskOutput(
+                status=result.status,
+                brain=brain,
+                answer=result.answer,
+                supported_by_evidence=supported,
+                findings=result.findings,
+                totals=result.totals,
+                cost_tracked=cost_tracked,
+                transcript=result.transcript,
+            )
         )
         return
     if result.findings:

@@ -33,6 +33,7 @@ from sleuth.cli.common import (
 )
 from sleuth.config import LOCAL, ConfigError, Settings
 from sleuth.mcp.replay import is_mcp_session, replay_session
+from sleuth.outputs import ReplayOutput
 from sleuth.tools.connect import build_context
 from sleuth.tools.registry import ToolContext
 from sleuth.transcripts.store import TranscriptError
@@ -92,7 +93,7 @@ def replay_cmd(
         if ctx is not None:
             ctx.close()
     if as_json:
-        print_json({**result.model_dump(mode="json"), "ok": result.ok, "drifted": result.drifted})
+        print_json(ReplayOutput.model_validate(result.model_dump()))
     else:
         _print_replay(result)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_ERROR)
@@ -103,6 +104,12 @@ def _print_replay(result: ReplayResult) -> None:
     if result.divergence is not None:
         console.print(f"[bold red]DIVERGED[/] {name}", highlight=False)
         console.print(result.divergence.describe(), markup=False, highlight=False)
+    for drift in result.prompt_drift:
+        console.print(
+            f"[yellow]note:[/] the {drift.part} changed since this was recorded: a model would "
+            "be asked differently today (the recorded turns still replay).",
+            highlight=False,
+        )
     if result.mode == "live":
         _print_drift(result)
     if result.ok:

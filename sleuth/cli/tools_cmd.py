@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
+from sleuth.agent.session import record_cli_call
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_REFUSED,
@@ -26,11 +27,13 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import ConfigError, Settings
+from sleuth.outputs import ToolOutput
 from sleuth.tools.connect import build_context
 from sleuth.tools.errors import ErrorKind, HostError, ToolError
 from sleuth.tools.policy import approver_for
 from sleuth.tools.registry import all_tools, execute, get_tool, validation_text
 from sleuth.transcripts.redact import redact_obj
+from sleuth.transcripts.store import TranscriptError
 
 
 def register(app: typer.Typer) -> None:
@@ -69,10 +72,14 @@ def run_tool(
     accept_new_host_key: bool = typer.Option(
         False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
     ),
+    transcripts: Path = typer.Option(
+        Path("transcripts"), "--transcripts", help="Folder the call's transcript is written to."
+    ),
     as_json: bool = JsonOption,
     config: Path | None = ConfigOption,
 ) -> None:
-    """Run one tool and print its result, exactly as a model would see it.
+    """Run one tool and print its result, exactly as a model would see it; the call is recorded
+    as a transcript like any investigation's.
 
     Example: sleuth tool read_lines path=README.md start=1 end=20
     """
@@ -95,23 +102,28 @@ def run_tool(
     try:
         with err_console.status(f"{name} on {host}", spinner="dots"):
             result = execute(ctx, name, inputs)
+        # The terminal gets what a model would get: secrets redacted.
+        result = redact_obj(result)
+        try:
+            transcript = record_cli_call(transcripts, ctx, name, inputs, result)
+        except TranscriptError as exc:
+            fail(str(exc))
     finally:
         ctx.close()
-    # The terminal gets what a model would get: secrets redacted.
-    result = redact_obj(result)
     if as_json:
-        print_json(result)
+        print_json(ToolOutput(**result.model_dump(), transcript=str(transcript)))
     elif result.ok:
         console.print(escape(result.output), highlight=False, soft_wrap=True)
         console.print(
             f"[dim]{name} on {host}: {result.duration_s * 1000:.0f} ms"
             f"{', ' + plural(result.bytes_cut, 'byte') + ' cut' if result.bytes_cut else ''}"
-            "[/]"
+            f". Transcript: {escape(str(transcript))}[/]"
         )
     else:
         console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}", soft_wrap=True)
         if result.traceback:  # a bug in Sleuth: show where, for the report
             err_console.print(escape(result.traceback), highlight=False, soft_wrap=True)
+        console.print(f"[dim]Transcript: {escape(str(transcript))}[/]", soft_wrap=True)
     if not result.ok:
         raise typer.Exit(EXIT_REFUSED if result.refused else EXIT_ERROR)
 

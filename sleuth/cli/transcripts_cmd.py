@@ -15,7 +15,7 @@ from sleuth.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, console, err_cons
 from sleuth.cli.common import print_json as print_json_value
 from sleuth.transcripts.render import FORMATS, render, render_rich
 from sleuth.transcripts.store import LoadedTranscript, TranscriptError, load
-from sleuth.transcripts.verify import VerifyReport, verify
+from sleuth.transcripts.verify import VerifyReport, not_verified, verify
 
 TranscriptArg = Annotated[
     Path,
@@ -44,19 +44,26 @@ def show(
         Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
     ] = None,
 ) -> None:
-    """Tell an investigation as a story: the question, reasoning, calls, findings, totals.
+    """Tell an investigation: the verdicts and summary first, then each turn's calls.
 
-    Example: sleuth show transcripts/20261129T093012Z-ab12.jsonl -f html -o a.html
+    The hash chain is checked first; a transcript that fails is shown under a NOT VERIFIED
+    banner naming the first bad line.
+
+    Example: sleuth show transcripts/20261129T093012Z-ab12.jsonl --format html -o report.html
     """
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", EXIT_USAGE)
+    try:
+        banner = not_verified(verify(transcript))
+    except TranscriptError as exc:
+        fail(str(exc))
     events = _load_or_exit(transcript).events
     if output is None and fmt == "text":
         if console.is_terminal:
-            console.print(render_rich(events))
+            console.print(render_rich(events, banner))
             return
         fmt = "md"  # plain text for a pipe or a file: panels have no width to fit there
-    rendered = render(events, fmt)
+    rendered = render(events, fmt, banner)
     if output is None:
         typer.echo(rendered, nl=False)
         return
@@ -68,7 +75,7 @@ def show(
 
 
 def _print_report(report: VerifyReport) -> None:
-    name = escape(report.path)
+    name = escape(report.transcript)
     if report.problems:
         title = f"{name}: {plural(len(report.problems), 'problem')}"
         table = Table("line", "kind", "problem", title=title)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from sleuth.agent.findings import REPORT_FINDING, Grounder
+from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder
 from sleuth.agent.replay import (  # the one recheck and diff a replay uses (agent/replay.py)
     CallDrift,
     Divergence,
@@ -38,6 +38,7 @@ from sleuth.transcripts.events import (
 )
 from sleuth.transcripts.redact import redact
 from sleuth.transcripts.store import load
+from sleuth.transcripts.verify import not_verified, verify
 
 
 def is_mcp_session(path: Path) -> bool:
@@ -49,6 +50,9 @@ def is_mcp_session(path: Path) -> bool:
 def replay_session(path: Path | str, *, live_ctx: ToolContext | None = None) -> ReplayResult:
     path = Path(path)
     began = time.monotonic()
+    banner = not_verified(verify(path))
+    if banner is not None:
+        raise ReplayError(f"{path}: {banner} A replay of an edited transcript proves nothing.")
     events = load(path).events
     if not events or not isinstance(events[0], SessionStarted):
         raise ReplayError(f"{path} has no session_started event; it cannot be replayed")
@@ -57,20 +61,21 @@ def replay_session(path: Path | str, *, live_ctx: ToolContext | None = None) -> 
     grounder = Grounder()
     findings: list[Finding] = []
     drift: list[CallDrift] = []
-    today: dict[str, tuple[str, str]] = {}
+    today: dict[str, CallRecord] = {}
+    returned = 0
     divergence: Divergence | None = None
     calls = [e for e in events if isinstance(e, ToolExecuted)]
     for step, call in enumerate(calls, 1):
         if call.tool == REPORT_FINDING:
-            outcome = grounder.report(call.call_id, call.input)
+            outcome = grounder.report(call.call_id, call.input, returned + 1)
             findings += [outcome.finding] if outcome.finding else []
             if live_ctx is None and outcome.feedback != call.output and divergence is None:
                 divergence = _report_changed(step, call, outcome.feedback)
             continue
-        output = call.output
+        output, ok = call.output, call.ok
         if live_ctx is not None:
             result = execute(live_ctx, call.tool, call.input)
-            output = redact(result.output)
+            output, ok = redact(result.output), result.ok
             drift.append(
                 CallDrift(
                     step=step,
@@ -83,8 +88,11 @@ def replay_session(path: Path | str, *, live_ctx: ToolContext | None = None) -> 
                     diff=_diff(call.output, output, "recorded", "today"),
                 )
             )
-            today[call.call_id] = (call.tool, output)
-        grounder.record(call.call_id, call.tool, output)
+        returned += 1
+        record = CallRecord(call.call_id, call.tool, call.input, output, ok, returned)
+        if live_ctx is not None:
+            today[call.call_id] = record
+        grounder.record(record)
     findings += [finding for _, finding in grounder.unmended()]
     if live_ctx is None and divergence is None and findings != recorded:
         divergence = Divergence(

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sleuth.agent.findings import REPORT_FINDING, Grounder, summarise
+from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder, summarise
 from sleuth.agent.session import describe_hosts, new_session_id, tool_specs, versions
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
 from sleuth.tools.registry import ToolContext, execute
@@ -81,6 +81,7 @@ class McpSession:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._tool_calls = 0
+        self._returned = 0
         self._started = time.monotonic()
         self._ended = False
         self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="transcript")
@@ -137,7 +138,12 @@ class McpSession:
         )
         result = execute(ctx, name, raw)
         output = redact(result.output)
-        self.grounder.record(call_id, name, output)
+        with self._lock:
+            # An MCP client sees a call's output once it returns: that moment is its "turn",
+            # so a finding may quote only calls that had returned before it was reported.
+            self._returned += 1
+            turn = self._returned
+        self.grounder.record(CallRecord(call_id, name, raw, output, result.ok, turn))
         self._record(
             ToolExecuted(
                 call_id=call_id,
@@ -182,7 +188,9 @@ class McpSession:
             self._recorder.submit(write)
 
     def _report(self, call_id: str, raw: dict[str, Any]) -> CallOutcome:
-        outcome = self.grounder.report(call_id, raw)
+        with self._lock:
+            turn = self._returned + 1
+        outcome = self.grounder.report(call_id, raw, turn)
         self._record(
             ToolExecuted(
                 call_id=call_id,

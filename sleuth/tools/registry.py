@@ -66,6 +66,7 @@ class ToolContext:
     limits: Limits = field(default_factory=Limits)
     approver: Approver = deny_all
     on_approval: Callable[[ApprovalRequest, ApprovalDecision], None] | None = None
+    """Hears every approval decision made through this context (all runs that share it)."""
     results_dir: Path = Path("bench-results")
     """Where tools save files on this machine (benchmark records); never a model's choice."""
 
@@ -149,14 +150,23 @@ def get_tool(name: str) -> Tool:
     return tools[name]
 
 
-def execute(ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
-    """Run one tool call. Never raises for the tool's own failures: they become results."""
+ApprovalHook = Callable[[ApprovalRequest, ApprovalDecision], None]
+
+
+def execute(
+    ctx: ToolContext, name: str, raw: dict[str, Any], *, on_approval: ApprovalHook | None = None
+) -> ToolResult:
+    """Run one tool call. Never raises for the tool's own failures: they become results.
+
+    `on_approval` hears this call's approval decision (besides `ctx.on_approval`), so a run
+    records its approvals without changing a context that others may share.
+    """
     start = time.monotonic()
     try:
         spec = get_tool(name)
         args = spec.input_model.model_validate(raw)
         if spec.mutating:
-            _approve(ctx, spec, args)
+            _approve(ctx, spec, args, on_approval)
         result = spec.fn(ctx, args)
     except ValidationError as exc:
         result = ToolResult.failure(validation_text(name, exc), ErrorKind.INVALID_INPUT)
@@ -173,7 +183,9 @@ def execute(ctx: ToolContext, name: str, raw: dict[str, Any]) -> ToolResult:
     return result
 
 
-def _approve(ctx: ToolContext, spec: Tool, args: ToolInput) -> None:
+def _approve(
+    ctx: ToolContext, spec: Tool, args: ToolInput, on_approval: ApprovalHook | None
+) -> None:
     sandbox = ctx.host(args.host)
     sandbox.check_allowed(spec.name)
     request = ApprovalRequest(
@@ -184,8 +196,9 @@ def _approve(ctx: ToolContext, spec: Tool, args: ToolInput) -> None:
         rules=sandbox.config.approve,
     )
     decision = ctx.approver(request)
-    if ctx.on_approval:
-        ctx.on_approval(request, decision)
+    for hook in (ctx.on_approval, on_approval):
+        if hook:
+            hook(request, decision)
     if not decision.approved:
         raise PolicyError(
             f"{spec.name} on {args.host!r} was not approved: {decision.reason}",

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 SCHEMA_VERSION = 1
+KNOWN_SCHEMA_VERSIONS = frozenset({1})
+"""Transcript schema versions this release can read; `verify` rejects any other."""
 
 Verdict = Literal["yes", "no", "partial", "unknown"]
 SessionStatus = Literal[
@@ -62,6 +64,12 @@ class SessionStarted(_Event):
     budget: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
     tools: list[ToolSpec] = Field(default_factory=list)
+    system_hash: str = ""
+    """sha256 of the system prompt sent, so a replay can tell the prompt changed since."""
+    tools_hash: str = ""
+    """sha256 of the canonical JSON of `tools`, as declared to the model."""
+    params_hash: str = ""
+    """sha256 of the canonical JSON of the request parameters (brain, model, limits)."""
     resumed_from: str | None = None
     """Path of the transcript this session continues, for `sleuth resume`."""
     client: dict[str, str] | None = None
@@ -172,6 +180,12 @@ class ErrorEvent(_Event):
     message: str
 
 
+class BudgetNotice(_Event):
+    type: Literal["budget_notice"] = "budget_notice"
+    reason: str
+    """The limit reached, said for a person; the model was told its next turn is the last."""
+
+
 class Totals(BaseModel):
     turns: int = 0
     tool_calls: int = 0
@@ -197,6 +211,7 @@ Event = Annotated[
     | ApprovalEvent
     | FindingEvent
     | ErrorEvent
+    | BudgetNotice
     | SessionEnded,
     Field(discriminator="type"),
 ]

@@ -5,7 +5,9 @@
     console.print(render_rich(events))   # the terminal form
 
 Every format walks the same `Story`, built once from the events, so they agree
-on what is shown. Long outputs are folded; evidence links to the call it quotes.
+on what is shown: the verdicts and the summary first, then the turns. Long
+outputs are folded; evidence links to the call it quotes. A transcript that
+failed verification is rendered under a "NOT VERIFIED" banner in every format.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rich.text import Text
 
 from sleuth.transcripts.events import (
     ApprovalEvent,
+    BudgetNotice,
     ErrorEvent,
     Event,
     FindingEvent,
@@ -34,6 +37,7 @@ from sleuth.transcripts.events import (
     ToolExecuted,
     Totals,
 )
+from sleuth.transcripts.recording import totals
 
 FOLD_LINES = 20
 """Outputs longer than this many lines (or FOLD_CHARS) are folded."""
@@ -52,10 +56,16 @@ class Story:
     steps: list[Event] = field(default_factory=list)
     ended: SessionEnded | None = None
     calls: dict[str, ToolExecuted] = field(default_factory=dict)
+    events: Sequence[Event] = ()
+
+    def segment(self, started: SessionStarted) -> int:
+        """1 for the first run, 2 for the first resume, and so on."""
+        resumes = [s for s in self.steps if isinstance(s, SessionStarted)]
+        return 2 + next((i for i, s in enumerate(resumes) if s is started), 0)
 
 
 def build_story(events: Sequence[Event]) -> Story:
-    story = Story()
+    story = Story(events=events)
     for event in events:
         if isinstance(event, SessionStarted) and story.started is None:
             story.started = event
@@ -69,19 +79,10 @@ def build_story(events: Sequence[Event]) -> Story:
 
 
 def totals_of(story: Story) -> Totals:
-    """The recorded totals, or ones counted from the events when the session never ended."""
+    """The recorded totals, or ones counted by the reader when the session never ended."""
     if story.ended is not None:
         return story.ended.totals
-    turns = [step for step in story.steps if isinstance(step, ModelTurn)]
-    return Totals(
-        turns=len(turns),
-        tool_calls=len(story.calls),
-        input_tokens=sum(t.usage.input_tokens for t in turns),
-        output_tokens=sum(t.usage.output_tokens for t in turns),
-        cache_read_tokens=sum(t.usage.cache_read_tokens for t in turns),
-        cache_write_tokens=sum(t.usage.cache_write_tokens for t in turns),
-        cost_usd=sum(t.cost_usd for t in turns),
-    )
+    return totals(story.events)
 
 
 def reasoning(turn: ModelTurn) -> str:
@@ -110,7 +111,20 @@ def call_label(story: Story, call_id: str) -> str:
     call = story.calls.get(call_id)
     if call is None:
         return f"{call_id} (not in this transcript)"
-    return f"{call_id} ({call.tool} on {call.host or '?'})"
+    return f"{call_id} ({_tool_where(call)})"
+
+
+def _tool_where(call: ToolExecuted) -> str:
+    """`grep on gpu1`; report_finding runs on no host, so it says none."""
+    return f"{call.tool} on {call.host}" if call.host else call.tool
+
+
+def _findings(story: Story) -> list[FindingEvent]:
+    return [step for step in story.steps if isinstance(step, FindingEvent)]
+
+
+def _segment_line(s: SessionStarted, number: int) -> str:
+    return f"resumed here (segment {number}) from {s.resumed_from} · {_session_line(s)}"
 
 
 def _status(call: ToolExecuted) -> str:
@@ -131,7 +145,10 @@ def _totals_line(story: Story) -> str:
 
 
 def _session_line(s: SessionStarted) -> str:
-    hosts = ", ".join(f"{h.name} ({h.address or '?'})" for h in s.hosts) or "none"
+    hosts = ", ".join(
+        f"{h.name} ({h.address})" if h.address and h.address != h.name else h.name for h in s.hosts
+    )
+    hosts = hosts or "none"
     model = f" ({s.model})" if s.model else ""
     return f"session {s.session_id} · brain {s.brain}{model} · hosts {hosts}"
 
@@ -143,9 +160,13 @@ def _grounded_mark(grounded: bool | None) -> str:
 # --- JSON -----------------------------------------------------------------
 
 
-def render_json(events: Sequence[Event]) -> str:
-    """The events as one JSON array, exactly as stored."""
-    data = [event.model_dump(mode="json") for event in events]
+def render_json(events: Sequence[Event], banner: str | None = None) -> str:
+    """`{"verified": ..., "banner": ..., "events": [...]}`, the events exactly as stored."""
+    data = {
+        "verified": banner is None,
+        "banner": banner,
+        "events": [event.model_dump(mode="json") for event in events],
+    }
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -161,7 +182,7 @@ def _fence(text: str, info: str = "") -> str:
 def _md_call(call: ToolExecuted) -> list[str]:
     lines = [
         f'<a id="{anchor(call.call_id)}"></a>',
-        f"**Call `{call.call_id}`: {call.tool}** on `{call.host or '?'}` · {_status(call)}"
+        f"**Call `{call.call_id}`: {_tool_where(call)}** · {_status(call)}"
         f" · {call.duration_s:.2f} s"
         + (f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""),
         "",
@@ -210,21 +231,30 @@ def _md_step(story: Story, step: Event) -> list[str]:
         return [f"> Approval: {step.tool} on `{step.host}` {verdict} by {step.by}{why}", ""]
     if isinstance(step, ErrorEvent):
         return [f"> **Error** ({step.where}): {step.message}", ""]
+    if isinstance(step, BudgetNotice):
+        return [f"> **Budget spent:** {step.reason}; the next turn was the last.", ""]
+    if isinstance(step, SessionStarted):
+        return [f"> **{_segment_line(step, story.segment(step))}**", ""]
     return []
 
 
-def render_markdown(events: Sequence[Event]) -> str:
+def render_markdown(events: Sequence[Event], banner: str | None = None) -> str:
     story = build_story(events)
     out = ["# Sleuth investigation", ""]
+    if banner:
+        out += [f"> **{banner}**", ""]
     if story.started is not None:
         s = story.started
         out += [f"**Question:** {s.question}", ""]
         out += [_session_line(s), ""]
+    verdicts = [
+        f"- **{f.verdict.upper()}** {f.claim} ({_grounded_mark(f.grounded)})"
+        for f in (e.finding for e in _findings(story))
+    ]
+    out += ["## Verdicts", "", *(verdicts or ["No findings were reported."]), ""]
+    out += ["## Summary", "", _totals_line(story), ""]
     for step in story.steps:
         out += _md_step(story, step)
-    if story.ended is not None and story.ended.summary:
-        out += ["## Summary", "", story.ended.summary, ""]
-    out += ["## Totals", "", _totals_line(story), ""]
     return "\n".join(out)
 
 
@@ -242,6 +272,13 @@ pre{background:#f6f6f6;padding:.5rem;overflow-x:auto;white-space:pre-wrap;
 word-break:break-word;font:13px/1.4 ui-monospace,monospace}
 .finding{border-left:4px solid #3b6fd8;padding:.25rem 1rem;margin:1rem 0;background:#fafbff}
 .ok{color:#1a7f37}.bad{color:#c62828}.warn{color:#9a6700}
+.banner{background:#c62828;color:#fff;padding:.75rem 1rem;border-radius:6px;font-weight:bold}
+.verdicts{list-style:none;padding:0}.verdicts li{margin:.4rem 0}
+.verdict{display:inline-block;min-width:4.5rem;text-align:center;font-weight:bold;
+border-radius:4px;padding:0 .4rem;color:#fff;margin-right:.5rem}
+.verdict-yes{background:#1a7f37}.verdict-no{background:#c62828}
+.verdict-partial{background:#b26a00}.verdict-unknown{background:#6e7781}
+.segment{background:#fff8e1;padding:.5rem 1rem;border-radius:6px}
 summary{cursor:pointer;color:#3b6fd8}
 """
 
@@ -255,8 +292,9 @@ def _html_call(call: ToolExecuted) -> str:
     cut = f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""
     parts = [
         f'<div class="call" id="{anchor(call.call_id)}">',
-        f'<div class="call-head"><b>{_e(call.tool)}</b> on <code>{_e(call.host or "?")}</code>'
-        f' · <span class="{cls}">{_e(_status(call))}</span> · {call.duration_s:.2f} s{cut}'
+        f'<div class="call-head"><b>{_e(call.tool)}</b>'
+        + (f" on <code>{_e(call.host)}</code>" if call.host else "")
+        + f' · <span class="{cls}">{_e(_status(call))}</span> · {call.duration_s:.2f} s{cut}'
         f" · call <code>{_e(call.call_id)}</code></div>",
         f"<pre>{_e(json.dumps(call.input, ensure_ascii=False))}</pre>",
     ]
@@ -287,7 +325,7 @@ def _html_finding(story: Story, event: FindingEvent) -> str:
     steps = "".join(f"<li>{_e(step)}</li>" for step in f.next_steps)
     return (
         f'<div class="finding"><h3>{_e(f.claim)}</h3>'
-        f"<p><b>{_e(f.verdict)}</b> · confidence {f.confidence:.2f} · "
+        f"<p>{_verdict_badge(f.verdict)} confidence {f.confidence:.2f} · "
         f'<span class="{mark_cls}">{_e(_grounded_mark(f.grounded))}</span></p>'
         f"<ul>{''.join(items)}</ul>"
         + (f"<p>Next steps:</p><ul>{steps}</ul>" if steps else "")
@@ -313,27 +351,50 @@ def _html_step(story: Story, step: Event) -> str:
         )
     if isinstance(step, ErrorEvent):
         return f'<p class="bad">Error ({_e(step.where)}): {_e(step.message)}</p>'
+    if isinstance(step, BudgetNotice):
+        return f'<p class="warn">Budget spent: {_e(step.reason)}; the next turn was the last.</p>'
+    if isinstance(step, SessionStarted):
+        return f'<p class="segment">{_e(_segment_line(step, story.segment(step)))}</p>'
     return ""
 
 
-def render_html(events: Sequence[Event]) -> str:
-    """One self-contained page: inline CSS, no scripts, no external assets."""
+def _verdict_badge(verdict: str) -> str:
+    return f'<span class="verdict verdict-{_e(verdict)}">{_e(verdict.upper())}</span>'
+
+
+def _html_verdicts(story: Story) -> str:
+    items = [
+        f"<li>{_verdict_badge(e.finding.verdict)}{_e(e.finding.claim)} "
+        f'<span class="{"ok" if e.finding.grounded else "warn"}">'
+        f"({_e(_grounded_mark(e.finding.grounded))})</span></li>"
+        for e in _findings(story)
+    ]
+    listed = (
+        f'<ul class="verdicts">{"".join(items)}</ul>'
+        if items
+        else ("<p>No findings were reported.</p>")
+    )
+    return f'<h2>Verdicts</h2>{listed}<h2>Summary</h2><p class="meta">{_e(_totals_line(story))}</p>'
+
+
+def render_html(events: Sequence[Event], banner: str | None = None) -> str:
+    """One self-contained page: inline CSS, no scripts, no external assets. The verdicts and
+    the summary come first; the turns that led to them follow."""
     story = build_story(events)
-    head = ""
+    head = f'<p class="banner">{_e(banner)}</p>' if banner else ""
     title = "Sleuth investigation"
     if story.started is not None:
         s = story.started
         title = s.question[:80]
-        head = f'<p class="question">{_e(s.question)}</p><p class="meta">{_e(_session_line(s))}</p>'
+        head += (
+            f'<p class="question">{_e(s.question)}</p><p class="meta">{_e(_session_line(s))}</p>'
+        )
     body = "\n".join(_html_step(story, step) for step in story.steps)
-    summary = ""
-    if story.ended is not None and story.ended.summary:
-        summary = f"<h2>Summary</h2><p>{_e(story.ended.summary)}</p>"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
-        f"<h1>Sleuth investigation</h1>{head}\n{body}\n{summary}"
-        f'<h2>Totals</h2><p class="meta">{_e(_totals_line(story))}</p>\n</body></html>\n'
+        f"<h1>Sleuth investigation</h1>{head}\n{_html_verdicts(story)}\n"
+        f"<h2>How it was found</h2>\n{body}\n</body></html>\n"
     )
 
 
@@ -351,8 +412,9 @@ def _fold_text(output: str) -> str:
 def _rich_call(call: ToolExecuted) -> RenderableType:
     colour = "green" if call.ok and call.exit_code in (None, 0) else "red"
     cut = f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""
+    where = f" on [cyan]{escape(call.host)}[/]" if call.host else ""
     title = (
-        f"[bold]{escape(call.tool)}[/] on [cyan]{escape(call.host or '?')}[/] · "
+        f"[bold]{escape(call.tool)}[/]{where} · "
         f"[{colour}]{escape(_status(call))}[/] · {call.duration_s:.2f} s{cut}"
     )
     body = [Text(json.dumps(call.input, ensure_ascii=False), style="dim")]
@@ -398,33 +460,49 @@ def _rich_step(story: Story, step: Event) -> RenderableType | None:
         return Text(f"approval: {step.tool} on {step.host} {verdict} by {step.by}{why}", "dim")
     if isinstance(step, ErrorEvent):
         return Text(f"error ({step.where}): {step.message}", style="red")
+    if isinstance(step, BudgetNotice):
+        return Text(f"budget spent: {step.reason}; the next turn was the last", style="yellow")
+    if isinstance(step, SessionStarted):
+        return Rule(_segment_line(step, story.segment(step)), align="left", style="yellow")
     return None
 
 
-def render_rich(events: Sequence[Event]) -> RenderableType:
+_VERDICT_COLOUR = {"yes": "green", "no": "red", "partial": "yellow", "unknown": "white"}
+
+
+def render_rich(events: Sequence[Event], banner: str | None = None) -> RenderableType:
     story = build_story(events)
     parts: list[RenderableType] = []
+    if banner:
+        parts.append(Text(banner, style="bold white on red"))
     if story.started is not None:
         s = story.started
         parts.append(Panel(Text(s.question, style="bold"), title="Question", title_align="left"))
         parts.append(Text(_session_line(s), "dim"))
+    parts.append(Rule("Verdicts", align="left"))
+    for e in _findings(story):
+        colour = _VERDICT_COLOUR.get(e.finding.verdict, "white")
+        parts.append(
+            Text.from_markup(f"[bold {colour}]{e.finding.verdict.upper():>7}[/] ")
+            + Text(f"{e.finding.claim} ({_grounded_mark(e.finding.grounded)})")
+        )
+    if not _findings(story):
+        parts.append(Text("No findings were reported."))
+    parts += [Rule("Summary", align="left"), Text(_totals_line(story))]
     parts += [r for r in (_rich_step(story, step) for step in story.steps) if r is not None]
-    if story.ended is not None and story.ended.summary:
-        parts += [Rule("Summary", align="left"), Text(story.ended.summary)]
-    parts += [Rule("Totals", align="left"), Text(_totals_line(story))]
     return Group(*parts)
 
 
-def render_text(events: Sequence[Event], width: int = 100) -> str:
+def render_text(events: Sequence[Event], banner: str | None = None, width: int = 100) -> str:
     """The terminal form as plain text (for `--output FILE`)."""
     buffer = io.StringIO()
     Console(file=buffer, width=width, no_color=True, force_terminal=False).print(
-        render_rich(events)
+        render_rich(events, banner)
     )
     return buffer.getvalue()
 
 
-def render(events: Sequence[Event], fmt: str) -> str:
+def render(events: Sequence[Event], fmt: str, banner: str | None = None) -> str:
     """`fmt` is one of FORMATS."""
     renderers = {
         "text": render_text,
@@ -434,4 +512,4 @@ def render(events: Sequence[Event], fmt: str) -> str:
     }
     if fmt not in renderers:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    return renderers[fmt](events)
+    return renderers[fmt](events, banner)

@@ -77,25 +77,14 @@ class RawLines:
 
 
 def split_lines(data: bytes) -> RawLines:
-    """Split file bytes; a final piece with no newline, or a final line that is not JSON, is torn.
+    """Split file bytes; only a final piece with no newline is torn (a crash mid-write).
 
-    Only the last line may be torn: that is what a crash mid-write leaves.
+    A line that ends with its newline was written whole: if it is not JSON, that is
+    corruption for the reader to report, never a torn tail to skip.
     """
     pieces = data.split(b"\n")
     tail = pieces.pop()
-    if tail:
-        return RawLines(pieces, tail)
-    if pieces and not _is_json(pieces[-1]):
-        return RawLines(pieces[:-1], pieces[-1] + b"\n")
-    return RawLines(pieces, None)
-
-
-def _is_json(line: bytes) -> bool:
-    try:
-        json.loads(line)
-    except ValueError:
-        return False
-    return True
+    return RawLines(pieces, tail or None)
 
 
 def _describe_torn(tail: bytes | None) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from sleuth.transcripts.events import parse_event
+from sleuth.transcripts.events import KNOWN_SCHEMA_VERSIONS, parse_event
 from sleuth.transcripts.store import TranscriptError, event_hash, split_lines
 
 ProblemKind = Literal["json", "schema", "seq", "chain", "hash", "start"]
@@ -32,8 +32,16 @@ class Problem(BaseModel):
     message: str
 
 
+OUTPUT_SCHEMA_VERSION = 1
+"""Version of the `--json` outputs' shape (`sleuth schema NAME`); bumped on a breaking change."""
+
+
 class VerifyReport(BaseModel):
-    path: str
+    """`sleuth verify --json`: whether a transcript is an untampered audit trail."""
+
+    schema_version: int = OUTPUT_SCHEMA_VERSION
+    transcript: str
+    """The file checked."""
     ok: bool
     events: int
     """Complete lines checked (the torn tail, if any, is not counted)."""
@@ -92,7 +100,30 @@ class _Chain:
         return problems
 
 
+def _start_problem(raw: dict[str, Any]) -> Problem | None:
+    """The first line decides whether this is a transcript at all."""
+    if raw.get("type") != "session_started":
+        return Problem(
+            line=1,
+            kind="start",
+            message=f"the first event is {raw.get('type')!r}, not session_started: this is not "
+            "a Sleuth transcript, or its start was removed",
+        )
+    version = raw.get("schema_version")
+    if version not in KNOWN_SCHEMA_VERSIONS:
+        known = ", ".join(map(str, sorted(KNOWN_SCHEMA_VERSIONS)))
+        return Problem(
+            line=1,
+            kind="start",
+            message=f"schema_version {version!r} is not one this release reads ({known}); "
+            "use the Sleuth release that wrote it",
+        )
+    return None
+
+
 def _schema_problem(number: int, raw: dict[str, Any]) -> Problem | None:
+    if number == 1 and (start := _start_problem(raw)):
+        return start
     try:
         parse_event(raw)
     except ValidationError as exc:
@@ -103,8 +134,6 @@ def _schema_problem(number: int, raw: dict[str, Any]) -> Problem | None:
             kind="schema",
             message=f"not a valid event: {where}: {first['msg']} ({exc.error_count()} errors)",
         )
-    if number == 1 and raw.get("type") != "session_started":
-        return Problem(line=1, kind="start", message="the first event is not session_started")
     return None
 
 
@@ -113,7 +142,9 @@ def _check_line(number: int, line: bytes, chain: _Chain) -> list[Problem]:
         raw = json.loads(line)
     except ValueError as exc:
         chain.skip()
-        return [Problem(line=number, kind="json", message=f"not JSON: {exc}")]
+        what = "is not a Sleuth transcript" if number == 1 else "was corrupted or edited"
+        message = f"not JSON ({exc}), though the line is complete: the file {what}"
+        return [Problem(line=number, kind="json", message=message)]
     if not isinstance(raw, dict):
         chain.skip()
         return [Problem(line=number, kind="json", message="not a JSON object")]
@@ -151,13 +182,32 @@ def verify(path: Path) -> VerifyReport:
             " the writer stopped mid-event (a crash, kill or full disk); the lines before it"
             " are checked and the torn line is ignored"
         )
-    if not raw.lines and raw.torn_tail is None:
-        problems.append(Problem(line=1, kind="start", message="the transcript is empty"))
+    if not raw.lines:
+        message = (
+            "the transcript is empty"
+            if raw.torn_tail is None
+            else (
+                "the file holds no complete line: it is not a transcript, or its writer stopped"
+                " before the first event was whole"
+            )
+        )
+        problems.append(Problem(line=1, kind="start", message=message))
     return VerifyReport(
-        path=str(path),
+        transcript=str(path),
         ok=not problems,
         events=len(raw.lines),
         problems=problems,
         torn_tail=torn,
         ended=_ends_session(raw.lines),
+    )
+
+
+def not_verified(report: VerifyReport) -> str | None:
+    """The banner a reader puts above a transcript that failed verification, or None."""
+    if report.ok:
+        return None
+    first = report.problems[0]
+    return (
+        f"NOT VERIFIED: line {first.line} ({first.kind}): {first.message}. What follows may "
+        f"not be what was recorded; see `sleuth verify {report.transcript}`."
     )

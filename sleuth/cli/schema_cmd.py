@@ -1,0 +1,29 @@
+"""`sleuth schema NAME`: the JSON Schema of a command's `--json` output."""
+
+from __future__ import annotations
+
+import typer
+
+from sleuth.cli.common import EXIT_USAGE, console, fail, print_json
+from sleuth.outputs import OUTPUTS, schema
+
+
+def register(app: typer.Typer) -> None:
+    app.command("schema")(show_schema)
+
+
+def show_schema(
+    name: str = typer.Argument(None, help="A command with --json output: ask, tool, verify..."),
+) -> None:
+    """Print the JSON Schema of a command's --json output; without NAME, list the names.
+
+    Example: sleuth schema verify > verify.schema.json
+    """
+    if name is None:
+        for known in sorted(OUTPUTS):
+            console.print(known, highlight=False)
+        return
+    try:
+        print_json(schema(name))
+    except KeyError as exc:
+        fail(str(exc.args[0]), EXIT_USAGE)

@@ -1,0 +1,74 @@
+"""The `--json` outputs as a contract: one pydantic model per command, a JSON Schema from each.
+
+    schema("verify")                 # the JSON Schema `sleuth schema verify` prints
+    register("bench", BenchOutput)   # a command added later documents its output the same way
+
+Every output carries `schema_version` (bumped on a breaking change) and the path of the
+transcript it wrote or read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from sleuth.agent.replay import ReplayResult
+from sleuth.tools.results import ToolResult
+from sleuth.transcripts.events import Finding, SessionStatus, Totals
+from sleuth.transcripts.verify import OUTPUT_SCHEMA_VERSION, VerifyReport
+
+
+class AskOutput(BaseModel):
+    """`sleuth ask --json` (and `sleuth resume --json`): how the investigation ended."""
+
+    schema_version: int = OUTPUT_SCHEMA_VERSION
+    status: SessionStatus
+    brain: str = Field(description="anthropic, openai or playbook.")
+    answer: str = Field(description="The brain's closing text, or why the run stopped.")
+    supported_by_evidence: bool = Field(
+        description="Whether a grounded finding backs the answer; false means status "
+        "`unsupported` (or a budget or refusal ended the run) and the answer is the model's "
+        "text alone."
+    )
+    findings: list[Finding]
+    totals: Totals
+    cost_tracked: bool = Field(description="False when the model has no known price.")
+    transcript: str = Field(description="The transcript this run wrote.")
+
+
+class ToolOutput(ToolResult):
+    """`sleuth tool NAME --json`: the ToolResult a model would get, and where it was recorded."""
+
+    schema_version: int = OUTPUT_SCHEMA_VERSION
+    transcript: str = Field(description="The transcript recording this call.")
+
+
+class ReplayOutput(ReplayResult):
+    """`sleuth replay --json`: the replay's result; `ok` false on divergence or drift."""
+
+    schema_version: int = OUTPUT_SCHEMA_VERSION
+
+
+OUTPUTS: dict[str, type[BaseModel]] = {
+    "ask": AskOutput,
+    "tool": ToolOutput,
+    "verify": VerifyReport,
+    "replay": ReplayOutput,
+}
+"""Command name -> the model of its `--json` output."""
+
+
+def register(name: str, model: type[BaseModel]) -> None:
+    """Document another command's `--json` output (e.g. `bench`, `bench compare`)."""
+    OUTPUTS[name] = model
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of command `name`'s `--json` output; KeyError names the known ones."""
+    if name not in OUTPUTS:
+        raise KeyError(f"no JSON output named {name!r}; known: {', '.join(sorted(OUTPUTS))}")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **OUTPUTS[name].model_json_schema(mode="serialization"),
+    }

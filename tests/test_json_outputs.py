@@ -1,0 +1,87 @@
+"""The --json outputs are a contract: each validates against the JSON Schema `sleuth schema NAME`
+prints, carries `schema_version` and the transcript's path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from pydantic import BaseModel
+from typer.testing import CliRunner
+
+from sleuth import outputs
+from sleuth.cli import app
+from sleuth.demo_deployment import build_demo
+from sleuth.transcripts.verify import verify
+
+runner = CliRunner()
+REFERENCE = Path(__file__).resolve().parent.parent / "transcripts" / "mtp-heads.jsonl"
+KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+
+
+def _checked(name: str, args: list[str], code: int = 0) -> dict[str, Any]:
+    result = runner.invoke(app, args)
+    assert result.exit_code == code, result.output
+    shown = runner.invoke(app, ["schema", name])
+    assert shown.exit_code == 0
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, json.loads(shown.stdout))
+    assert document["schema_version"] == 1
+    return document
+
+
+@pytest.fixture
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for key in KEYS:
+        monkeypatch.delenv(key, raising=False)
+    build_demo(tmp_path / "demo")
+    config = tmp_path / "sleuth.toml"
+    config.write_text(f'[hosts.local]\nroots = ["{tmp_path / "demo"}"]\n')
+    return config
+
+
+def test_verify_and_replay_json_match_their_schemas() -> None:
+    report = _checked("verify", ["verify", str(REFERENCE), "--json"])
+    assert report["transcript"] == str(REFERENCE) and report["ok"] is True
+    replayed = _checked("replay", ["replay", str(REFERENCE), "--json"])
+    assert replayed["transcript"] == str(REFERENCE) and replayed["ok"] is True
+
+
+def test_ask_json_matches_its_schema_and_names_its_transcript(demo: Path, tmp_path: Path) -> None:
+    question = "Does DeepSeek-V3-demo-FP8 still carry its MTP heads?"
+    args = ["ask", question, "--json", "--config", str(demo), "--transcripts", str(tmp_path / "t")]
+    answer = _checked("ask", args)
+    assert answer["brain"] == "playbook" and answer["findings"]
+    assert Path(answer["transcript"]).parent == tmp_path / "t"
+    assert verify(Path(answer["transcript"])).ok
+
+
+def test_tool_json_matches_its_schema_and_its_call_is_recorded(demo: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "t"
+    args = ["tool", "list_dir", "path=models", "--json", "--config", str(demo)]
+    result = _checked("tool", [*args, "--transcripts", str(folder)])
+    assert result["ok"] is True and "Qwen3.5-MoE-demo-NVFP4" in result["output"]
+    transcript = Path(result["transcript"])
+    assert transcript.parent == folder and verify(transcript).ok
+    recorded = [json.loads(line) for line in transcript.read_text().splitlines()]
+    assert [e["type"] for e in recorded] == ["session_started", "tool_executed", "session_ended"]
+    assert recorded[1]["output"] == result["output"]
+
+
+def test_an_unknown_schema_name_is_a_usage_error_and_more_can_be_registered() -> None:
+    result = runner.invoke(app, ["schema", "nope"])
+    assert result.exit_code == 2 and "known: ask, replay, tool, verify" in result.output
+
+    class BenchOutput(BaseModel):
+        schema_version: int = 1
+        transcript: str
+
+    outputs.register("bench", BenchOutput)
+    try:
+        assert outputs.schema("bench")["properties"]["transcript"]["type"] == "string"
+        assert "bench" in runner.invoke(app, ["schema"]).stdout.split()
+    finally:
+        outputs.OUTPUTS.pop("bench")
