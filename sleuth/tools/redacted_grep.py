@@ -42,7 +42,7 @@ SHADOW = "|".join(
         *(_ci(w) + _ASSIGNED for w in ("token", "session")),
         *("<[^>]*" + _ci(w) for w in ("token", "session")),
         "(KEY|_PAT)[\"']?[[:space:]]*[:=]",
-        r"^[[:space:]]*\[",
+        r"^\[",
         "-----BEGIN",
         "sk-",
         "hf_",
@@ -129,7 +129,10 @@ def search(
     # only to be dropped, so that whether they matched never shows.
     foreseen = {name for name, _, _ in shadow_hits}
     positional = {name for name, _, _ in raw_hits if _positional(name)} - foreseen
-    keyed = scan_paths(sandbox, sorted(foreseen | positional), timeout)
+    # Source code is scanned for private-key blocks only, so only where one begins.
+    pem = {name for name, _, text in shadow_hits if "-----BEGIN" in text}
+    scanned = {name for name in foreseen if not _is_code(name) or name in pem}
+    keyed = scan_paths(sandbox, sorted(scanned | positional), timeout)
     unscanned = {name for name, lines in keyed.items() if lines is None}
     dropped = {(name, n) for name in positional for n in keyed.get(name) or {}}
     secret: dict[Hit, str] = {}
@@ -154,6 +157,10 @@ def search(
     found.matches.sort()
     found.matches = _per_file(found.matches, max_matches)
     return found
+
+
+def _is_code(path: str) -> bool:
+    return posixpath.splitext(path)[1].lower() in secret_scan.CODE_SUFFIXES
 
 
 def _positional(path: str) -> bool:

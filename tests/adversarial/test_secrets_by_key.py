@@ -87,6 +87,7 @@ def keyed_values() -> dict[str, str]:
         f"-----BEGIN EC PRIVATE KEY-----\n{pem}\n-----END EC PRIVATE KEY-----\n".encode()
     ).decode()
     values["generic_entropy"] = _random_token()
+    values["py_pem_body"] = _rand(64)
     return values
 
 
@@ -160,6 +161,11 @@ def plant_structured(root: Path, v: dict[str, str]) -> list[str]:
             f'  "{v["jsonc_next"]}",\n  "port": 1\n}}\n'
         ),
         ".pgpass": f"db.internal:5432:app:svc:{v['pgpass']}\n",
+        "embedded.py": (
+            'KEY = """-----BEGIN PRIVATE KEY-----\n'
+            f"{v['py_pem_body']}\n"
+            '-----END PRIVATE KEY-----"""\nprint(KEY)\n'
+        ),
     }
     for name, body in files.items():
         (root / name).write_text(body)
