@@ -78,6 +78,8 @@ class Found:
     raw_cut: int = 0
     unscanned: list[str] = field(default_factory=list)
     """Configuration files too big to check for secrets by key: not searched."""
+    argv: list[list[str]] = field(default_factory=list)
+    """The grep commands run on the host (the scan program's run is not listed)."""
 
 
 def parse(stdout: bytes) -> list[tuple[str, int, str]]:
@@ -143,13 +145,13 @@ def search(
     for name in foreseen:
         for number, text in (keyed.get(name) or {}).items():
             secret[(name, number)] = redact(text)
-    found = Found(raw_cut=raw.stdout_cut, unscanned=sorted(unscanned))
+    found = Found(raw_cut=raw.stdout_cut, unscanned=sorted(unscanned), argv=[raw.argv, shadow.argv])
     for name, number, text in raw_hits:
         hidden = (name, number) in secret or (name, number) in dropped
         if not hidden and name not in unscanned and redact(text) == text:
             found.matches.append((name, number, text))
     judged = sorted(secret)
-    kept = _rematch(sandbox, match_flags, pattern, [secret[hit] for hit in judged])
+    kept = _rematch(sandbox, match_flags, pattern, [secret[hit] for hit in judged], found.argv)
     for i, (name, number) in enumerate(judged):
         if i in kept:
             found.matches.append((name, number, secret[(name, number)]))
@@ -168,7 +170,11 @@ def _positional(path: str) -> bool:
 
 
 def _rematch(
-    sandbox: SandboxedHost, match_flags: Sequence[str], pattern: str, texts: list[str]
+    sandbox: SandboxedHost,
+    match_flags: Sequence[str],
+    pattern: str,
+    texts: list[str],
+    argv: list[list[str]],
 ) -> set[int]:
     """Indices of `texts` the pattern matches, by the host's own grep (same dialect)."""
     if not texts:
@@ -176,6 +182,7 @@ def _rematch(
     stdin = "".join(text.replace("\n", " ") + "\n" for text in texts).encode()
     run = sandbox.run(["grep", "-n", "--color=never", *match_flags, "-e", pattern], stdin=stdin)
     _check(run, "the redacted lines", ToolError, "grep")
+    argv.append(run.argv)
     kept = set()
     for line in run.stdout.split(b"\n"):
         number, colon, _ = line.partition(b":")
