@@ -182,7 +182,7 @@ def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
             "redacted_lines_unmatched": found.hidden,
             "not_searched": found.unscanned,
         },
-        argv=[["grep", "-r", "-n", "-I", *flags, *select, "-e", args.pattern, "--", path]],
+        argv=found.argv,
         exit_code=0 if found.matches else 1,
         bytes_cut=cut,
     )

@@ -42,7 +42,7 @@ SHADOW = "|".join(
         *(_ci(w) + _ASSIGNED for w in ("token", "session")),
         *("<[^>]*" + _ci(w) for w in ("token", "session")),
         "(KEY|_PAT)[\"']?[[:space:]]*[:=]",
-        r"^[[:space:]]*\[",
+        r"^\[",
         "-----BEGIN",
         "sk-",
         "hf_",
@@ -78,6 +78,8 @@ class Found:
     raw_cut: int = 0
     unscanned: list[str] = field(default_factory=list)
     """Configuration files too big to check for secrets by key: not searched."""
+    argv: list[list[str]] = field(default_factory=list)
+    """The grep commands run on the host (the scan program's run is not listed)."""
 
 
 def parse(stdout: bytes) -> list[tuple[str, int, str]]:
@@ -129,7 +131,10 @@ def search(
     # only to be dropped, so that whether they matched never shows.
     foreseen = {name for name, _, _ in shadow_hits}
     positional = {name for name, _, _ in raw_hits if _positional(name)} - foreseen
-    keyed = scan_paths(sandbox, sorted(foreseen | positional), timeout)
+    # Source code is scanned for private-key blocks only, so only where one begins.
+    pem = {name for name, _, text in shadow_hits if "-----BEGIN" in text}
+    scanned = {name for name in foreseen if not _is_code(name) or name in pem}
+    keyed = scan_paths(sandbox, sorted(scanned | positional), timeout)
     unscanned = {name for name, lines in keyed.items() if lines is None}
     dropped = {(name, n) for name in positional for n in keyed.get(name) or {}}
     secret: dict[Hit, str] = {}
@@ -140,13 +145,13 @@ def search(
     for name in foreseen:
         for number, text in (keyed.get(name) or {}).items():
             secret[(name, number)] = redact(text)
-    found = Found(raw_cut=raw.stdout_cut, unscanned=sorted(unscanned))
+    found = Found(raw_cut=raw.stdout_cut, unscanned=sorted(unscanned), argv=[raw.argv, shadow.argv])
     for name, number, text in raw_hits:
         hidden = (name, number) in secret or (name, number) in dropped
         if not hidden and name not in unscanned and redact(text) == text:
             found.matches.append((name, number, text))
     judged = sorted(secret)
-    kept = _rematch(sandbox, match_flags, pattern, [secret[hit] for hit in judged])
+    kept = _rematch(sandbox, match_flags, pattern, [secret[hit] for hit in judged], found.argv)
     for i, (name, number) in enumerate(judged):
         if i in kept:
             found.matches.append((name, number, secret[(name, number)]))
@@ -156,12 +161,20 @@ def search(
     return found
 
 
+def _is_code(path: str) -> bool:
+    return posixpath.splitext(path)[1].lower() in secret_scan.CODE_SUFFIXES
+
+
 def _positional(path: str) -> bool:
     return posixpath.basename(path).lstrip("._") in secret_scan.COLON_FILES
 
 
 def _rematch(
-    sandbox: SandboxedHost, match_flags: Sequence[str], pattern: str, texts: list[str]
+    sandbox: SandboxedHost,
+    match_flags: Sequence[str],
+    pattern: str,
+    texts: list[str],
+    argv: list[list[str]],
 ) -> set[int]:
     """Indices of `texts` the pattern matches, by the host's own grep (same dialect)."""
     if not texts:
@@ -169,6 +182,7 @@ def _rematch(
     stdin = "".join(text.replace("\n", " ") + "\n" for text in texts).encode()
     run = sandbox.run(["grep", "-n", "--color=never", *match_flags, "-e", pattern], stdin=stdin)
     _check(run, "the redacted lines", ToolError, "grep")
+    argv.append(run.argv)
     kept = set()
     for line in run.stdout.split(b"\n"):
         number, colon, _ = line.partition(b":")

@@ -87,6 +87,7 @@ def keyed_values() -> dict[str, str]:
         f"-----BEGIN EC PRIVATE KEY-----\n{pem}\n-----END EC PRIVATE KEY-----\n".encode()
     ).decode()
     values["generic_entropy"] = _random_token()
+    values["py_pem_body"] = _rand(64)
     return values
 
 
@@ -160,6 +161,11 @@ def plant_structured(root: Path, v: dict[str, str]) -> list[str]:
             f'  "{v["jsonc_next"]}",\n  "port": 1\n}}\n'
         ),
         ".pgpass": f"db.internal:5432:app:svc:{v['pgpass']}\n",
+        "embedded.py": (
+            'KEY = """-----BEGIN PRIVATE KEY-----\n'
+            f"{v['py_pem_body']}\n"
+            '-----END PRIVATE KEY-----"""\nprint(KEY)\n'
+        ),
     }
     for name, body in files.items():
         (root / name).write_text(body)
@@ -333,3 +339,62 @@ def _fresh_registry() -> Iterator[None]:
     clear_registered_secrets()
     yield
     clear_registered_secrets()
+
+
+@pytest.mark.ssh
+def test_no_planted_value_reaches_the_transcript_or_the_model(
+    world: World, sshd: SSHServer, tmp_path: Path
+) -> None:
+    """One investigation through the real SDK: every file read whole and from each line,
+    every JSON pointer, greps for each value's prefix; the model then repeats all it saw."""
+    from sleuth.agent.brains import AnthropicBrain
+    from sleuth.agent.session import start_investigation
+    from sleuth.config import Settings
+    from tests.scripted_api import ScriptedAPI, message, text, tool_use
+
+    remote = _ssh(sshd, world, tmp_path, fast_python(tmp_path))
+    ctx = ToolContext(hosts={"local": world.hosts["local"], "remote": remote})
+    wanted: list[tuple[str, dict[str, Any]]] = []
+    for host in ("local", "remote"):
+        wanted += [
+            ("read_lines", {"host": host, "path": f, "start": s})
+            for f in world.files
+            for s in (1, 3, 4)
+        ]
+        wanted += [
+            ("read_json", {"host": host, "path": f, "pointer": p})
+            for f, ps in world.json_pointers.items()
+            for p in ps
+        ]
+        wanted += [
+            ("grep", {"host": host, "path": ".", "pattern": v[:3], "context": 1})
+            for v in world.values[:12]
+        ]
+    calls = [tool_use(f"toolu_{i}", name, **args) for i, (name, args) in enumerate(wanted)]
+
+    def script(body: Any, index: int) -> Any:
+        if index == 0:
+            return message(text("Reading every configuration file."), *calls)
+        seen = [
+            b.get("content")
+            for m in body["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
+        return message(text("Everything I was shown:\n" + json.dumps(seen)))
+
+    settings = Settings.model_validate({"budget": {"max_tool_calls": len(calls) + 5}})
+    with ScriptedAPI(script) as api:
+        brain = AnthropicBrain("claude-haiku-4-5", api_key="test-key-0000", base_url=api.url)
+        inv = start_investigation("Which credentials?", brain, ctx, settings, tmp_path / "t")
+        result = inv.run()
+    remote.host.close()
+    transcript = Path(result.transcript).read_text()
+    requests = json.dumps(api.bodies())
+    assert "[REDACTED:by-key password]" in transcript and "[REDACTED:by-key" in requests
+    # The model's own grep patterns (3-character prefixes) are its input, not a leak; the
+    # whole values are what must never appear.
+    leaked = world.leaks(transcript + requests + result.answer)
+    figures.count("secrets_leaked_bytes", sum(len(world.prints[n][0]) for n in leaked))
+    assert leaked == []

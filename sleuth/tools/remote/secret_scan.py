@@ -24,7 +24,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-MAX_SCAN_BYTES = 32 * 1024 * 1024
+MAX_SCAN_BYTES = 64 * 1024 * 1024
 MIN_ECHO = 6
 """A secret value this long is also hidden where it appears away from its key."""
 SOFT_PLAIN = re.compile(r"-?[0-9][0-9_.eE+-]*|true|false|True|False|null|~|")
