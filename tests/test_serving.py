@@ -487,6 +487,13 @@ def test_engine_preset_runs_end_to_end(
         STAND_IN.format(python=sys.executable, server=SERVER, milestones=milestones)
     )
     stand_in.chmod(0o755)
+    if engine == "vllm":
+        # Its interpreter answers Sleuth's entry-point check as a full vLLM install would
+        # (tests/engine/ checks the real one).
+        (bin_dir / "python").write_text(
+            "#!/bin/sh\necho '{\"script\": true, \"dist\": true, \"module\": true}'\n"
+        )
+        (bin_dir / "python").chmod(0o755)
     port = free_port()
     ctx = contexts()
     fields: dict[str, Any] = {
