@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from sleuth.cli import ask_cmd, bench_cmd, demo_cmd, tools_cmd, transcripts_cmd
+from sleuth.cli import ask_cmd, bench_cmd, demo_cmd, servers_cmd, tools_cmd, transcripts_cmd
 
 app = typer.Typer(
     help="Investigate LLM deployments: a model (or the offline playbook) drives sandboxed, "
@@ -14,7 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (demo_cmd, ask_cmd, tools_cmd, transcripts_cmd, bench_cmd):
+for _module in (demo_cmd, ask_cmd, tools_cmd, servers_cmd, transcripts_cmd, bench_cmd):
     _module.register(app)
 
 

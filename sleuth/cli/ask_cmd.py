@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.prompt import Confirm
@@ -26,6 +27,7 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
+from sleuth.cli.servers_cmd import launched_by_run, print_left_running
 from sleuth.config import ConfigError
 from sleuth.tools.connect import build_context
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
@@ -104,13 +106,17 @@ def ask(
         fail(str(exc), EXIT_USAGE)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
     view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
+    tool_data: dict[str, Any] = {}
     try:
         inv = start_investigation(
             question, brain, ctx, settings, transcripts, observer=view, approval_mode=mode
         )
+        tool_data = inv.tool_data
         with view:
             result = inv.run()
     finally:
+        # Ended or interrupted: say which servers the run left running (issue 18.9).
+        print_left_running(launched_by_run(ctx, tool_data))
         ctx.close()
     show(result, brain.name, as_json)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))

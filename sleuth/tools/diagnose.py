@@ -212,7 +212,7 @@ _RULES: list[_Rule] = [
         "context_too_long",
         re.compile(
             r"User-specified max_model_len \((?P<asked>\d+)\) is greater than the derived "
-            r"max_model_len \((?:max_position_embeddings=)?(?P<derived>\d+)"
+            r"max_model_len \((?:\w+=)?(?P<derived>\d+)"
         ),
         _fix_context,
     ),

@@ -245,6 +245,7 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
         ) from exc
     secrets_ = [v for k, v in env.items() if SECRET_ENV_NAME.search(k)]
     data = _launch_data(server_id, engine, port, record, argv, env, watch, secrets_)
+    data["host"] = host.name
     if entry is not None:
         data["entry_point"] = entry
     lines = _launch_summary(server_id, port, record, argv, env, watch, secrets_)
