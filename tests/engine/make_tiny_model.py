@@ -56,12 +56,14 @@ def main(out: Path) -> None:
     tok = tokenizer(512)
     config = LlamaConfig(
         vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
+        # head_dim 32: the smallest head size vLLM's CPU attention takes
+        # (CPUAttentionBackend.get_supported_head_sizes); 16 fails at the first request.
+        hidden_size=128,
+        intermediate_size=256,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=16,
+        head_dim=32,
         max_position_embeddings=2048,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,

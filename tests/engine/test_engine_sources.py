@@ -68,8 +68,13 @@ def test_playbook_answers_engine_support_from_installed_sglang(
         f'[hosts.gpu]\nssh = "{sshd.alias}"\nroots = ["{sp}"]\npython = "{sglang_src.python}"\n'
     )
     proc = sleuth(
-        ["ask", "Does sglang support the 'NEXTN' speculative algorithm?", "--host", "gpu",
-         "--json"],
+        [
+            "ask",
+            "Does sglang support the 'NEXTN' speculative algorithm?",
+            "--host",
+            "gpu",
+            "--json",
+        ],
         tmp_path,
         sshd.home,
     )

@@ -31,6 +31,8 @@ def ctx(engine_env: EngineEnv, remote_context: RemoteFactory, tmp_path_factory: 
 
 
 def launch(ctx: ToolContext, env: EngineEnv, **fields: Any) -> ToolResult:
+    # --enforce-eager: no torch.compile warm-up (a minute on 2 cores) before the failures.
+    fields["extra_args"] = [*fields.get("extra_args", []), "--enforce-eager"]
     raw = {
         "host": "gpu",
         "engine": "vllm",

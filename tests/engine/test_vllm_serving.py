@@ -8,17 +8,13 @@ status after the stop. The launch carries an HF_TOKEN that must never show on a 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -192,9 +188,12 @@ def test_stop_frees_the_port_and_status_reports_the_stop(served: Served) -> None
     assert not _group_alive(pgid)
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", served.port)) != 0
-        sock2 = socket.socket()
-        sock2.bind(("127.0.0.1", served.port))  # free to take again
-        sock2.close()
+        # Free to take again, as a server takes it (SO_REUSEADDR: the benchmark's closed
+        # connections may sit in TIME_WAIT).
+        with socket.socket() as again:
+            again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            again.bind(("127.0.0.1", served.port))
+            again.listen()
     first = execute(served.ctx, "server_status", {"host": "gpu", "server_id": sid})
     time.sleep(1.5)
     second = execute(served.ctx, "server_status", {"host": "gpu", "server_id": sid})
@@ -215,15 +214,3 @@ def _group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
-
-
-def run_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "sleuth.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=300,
-        check=False,
-    )
