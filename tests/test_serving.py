@@ -625,3 +625,43 @@ def test_vllm_module_entry_point_takes_the_model_as_an_option() -> None:
         "serve",
         "/m",
     ]
+
+
+def test_sleuth_servers_lists_alive_servers_with_the_command_that_stops_them(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "sleuth.toml").write_text(
+        f'[hosts.local]\nroots = ["{tmp_path}"]\nallow = ["launch_server", "stop_server"]\n'
+    )
+    port = free_port()
+
+    def cli(*args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-m", "sleuth.cli", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)
+
+    launched = cli(
+        "tool",
+        "launch_server",
+        "engine=command",
+        f"command={json.dumps(synthetic(port))}",
+        f"ready_url=http://127.0.0.1:{port}/health",
+        "poll_s=0.1",
+        "--yes",
+        "--json",
+    )
+    sid = launched["data"]["server_id"]
+    listed = {s["server_id"]: s for s in cli("servers", "--json")["servers"]}
+    assert listed[sid]["alive"] and listed[sid]["port"] == port
+    stop = listed[sid]["stop_command"].split()
+    assert stop[:4] == ["sleuth", "tool", "stop_server", f"server_id={sid}"]
+    assert cli(*stop[1:], "--json")["data"]["gone"]
+    after = {s["server_id"]: s for s in cli("servers", "--json")["servers"]}
+    assert not after[sid]["alive"] and after[sid]["stopped"]
