@@ -154,15 +154,19 @@ def contexts(
 
 
 @pytest.fixture(autouse=True)
-def no_server_left_behind() -> Iterator[None]:
-    """Kill whatever a failing test left running, by the records the tool wrote."""
+def no_server_left_behind(tmp_path: Path) -> Iterator[None]:
+    """Kill whatever a failing test left running, by the records the tool wrote. Only this
+    file's servers (the synthetic server, `sh -c` scripts, stand-ins under tmp_path): the
+    state folder is shared with every other Sleuth on this machine, the engine tier's too."""
     before = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
     yield
     for folder in (set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()) - before:
         try:
-            pgid = json.loads((folder / "record.json").read_text())["pgid"]
-            os.killpg(pgid, signal.SIGKILL)
-        except (OSError, KeyError, ValueError):
+            record = json.loads((folder / "record.json").read_text())
+            argv = record["argv"]
+            if argv[0] == "sh" or SERVER in argv or str(tmp_path) in " ".join(argv):
+                os.killpg(record["pgid"], signal.SIGKILL)
+        except (OSError, KeyError, ValueError, IndexError):
             pass
 
 

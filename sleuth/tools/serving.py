@@ -500,7 +500,7 @@ def _vllm_entry(host: SandboxedHost, python: str) -> VllmEntry | Diagnosis:
         return Diagnosis(
             kind="engine_missing",
             headline=headline,
-            evidence=err[-3:],
+            evidence=err[-3:] or [headline],
             fix=f"the engine's interpreter {python!r} does not run on host {host.name!r}: "
             "give `python` (the launch input, or the host's `python` in sleuth.toml) as the "
             "full path of the vLLM environment's interpreter",
@@ -509,11 +509,12 @@ def _vllm_entry(host: SandboxedHost, python: str) -> VllmEntry | Diagnosis:
         return "script"
     if found["module"]:
         return "module"
+    headline = f"No module named 'vllm' under {python}"
     return Diagnosis(
         kind="engine_missing",
-        headline=f"No module named 'vllm' under {python}",
+        headline=headline,
         evidence=[
-            f"{python}: importlib.util.find_spec('vllm') is None; {script} "
+            f"{headline}: importlib.util.find_spec('vllm') is None; {script} "
             f"{'exists' if found['script'] else 'is missing'}"
         ],
         fix=f"install vLLM into the environment of {python}, or give `python` as the "

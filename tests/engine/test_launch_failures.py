@@ -30,16 +30,16 @@ def ctx(engine_env: EngineEnv, remote_context: RemoteFactory, tmp_path_factory: 
     return remote_context([str(engine_env.root), str(scratch)])
 
 
-def launch(ctx: ToolContext, env: EngineEnv, **fields: Any) -> ToolResult:
+def launch(ctx: ToolContext, engine: EngineEnv, **fields: Any) -> ToolResult:
     # --enforce-eager: no torch.compile warm-up (a minute on 2 cores) before the failures.
     fields["extra_args"] = [*fields.get("extra_args", []), "--enforce-eager"]
     raw = {
         "host": "gpu",
         "engine": "vllm",
-        "model_path": str(env.model),
+        "model_path": str(engine.model),
         "port": free_port(),
-        "python": str(env.python),
-        "env": env.server_env(),
+        "python": str(engine.python),
+        "env": engine.server_env(),
         "timeout_s": 600,
         "poll_s": POLL_S,
         **fields,
@@ -78,7 +78,7 @@ def test_too_long_max_model_len(ctx: ToolContext, engine_env: EngineEnv) -> None
 
 def test_kv_cache_too_small_for_the_models_length(ctx: ToolContext, engine_env: EngineEnv) -> None:
     env = {k: v for k, v in engine_env.server_env().items() if k != "VLLM_CPU_KVCACHE_SPACE"}
-    result = launch(ctx, engine_env, env=env, extra_args=["--kv-cache-memory-bytes", "65536"])
+    result = launch(ctx, engine_env, env=env, extra_args=["--kv-cache-memory-bytes", "262144"])
     d = check_diagnosis(result, "kv_cache_too_small")
     fits = re.search(r"estimated maximum model length is (\d+)", d["headline"])
     assert fits is not None, d["headline"]
