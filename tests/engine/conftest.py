@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 MUTATING = ["launch_server", "stop_server", "run_benchmark"]
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
