@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -153,15 +154,19 @@ def contexts(
 
 
 @pytest.fixture(autouse=True)
-def no_server_left_behind() -> Iterator[None]:
-    """Kill whatever a failing test left running, by the records the tool wrote."""
+def no_server_left_behind(tmp_path: Path) -> Iterator[None]:
+    """Kill whatever a failing test left running, by the records the tool wrote. Only this
+    file's servers (the synthetic server, `sh -c` scripts, stand-ins under tmp_path): the
+    state folder is shared with every other Sleuth on this machine, the engine tier's too."""
     before = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
     yield
     for folder in (set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()) - before:
         try:
-            pgid = json.loads((folder / "record.json").read_text())["pgid"]
-            os.killpg(pgid, signal.SIGKILL)
-        except (OSError, KeyError, ValueError):
+            record = json.loads((folder / "record.json").read_text())
+            argv = record["argv"]
+            if argv[0] == "sh" or SERVER in argv or str(tmp_path) in " ".join(argv):
+                os.killpg(record["pgid"], signal.SIGKILL)
+        except (OSError, KeyError, ValueError, IndexError):
             pass
 
 
@@ -255,7 +260,7 @@ def test_failure_line_ends_the_wait_with_the_log_tail(
         ready_log_line=READY_LINE,
         timeout_s=60,
     )
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 20  # well before timeout_s, settle and stop included
     assert not result.ok
     assert result.data["outcome"] == "failed"
     assert "CUDA out of memory. Tried to allocate" in result.data["failure_line"]
@@ -487,6 +492,13 @@ def test_engine_preset_runs_end_to_end(
         STAND_IN.format(python=sys.executable, server=SERVER, milestones=milestones)
     )
     stand_in.chmod(0o755)
+    if engine == "vllm":
+        # Its interpreter answers Sleuth's entry-point check as a full vLLM install would
+        # (tests/engine/ checks the real one).
+        (bin_dir / "python").write_text(
+            '#!/bin/sh\necho \'{"script": true, "dist": true, "module": true}\'\n'
+        )
+        (bin_dir / "python").chmod(0o755)
     port = free_port()
     ctx = contexts()
     fields: dict[str, Any] = {
@@ -535,3 +547,125 @@ def test_engine_preset_runs_end_to_end(
         )
     stop = execute(ctx, "stop_server", {"host": where, "server_id": result.data["server_id"]})
     assert stop.ok and not group_alive(result.data["pgid"])
+
+
+def cmdlines_holding(needle: bytes, stop: threading.Event, found: list[str]) -> None:
+    """Every process's command line (what `ps -eo args` shows), scanned until `stop`."""
+    while not stop.is_set():
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
+                    found.append((entry / "cmdline").read_bytes().decode(errors="replace"))
+            except OSError:
+                continue
+        time.sleep(0.02)
+
+
+def test_a_secret_in_env_reaches_the_server_but_no_command_line_or_output(
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
+    token = "hf_" + "Zq9" * 12
+    found: list[str] = []
+    stop = threading.Event()
+    scanner = threading.Thread(target=cmdlines_holding, args=(token.encode(), stop, found))
+    scanner.start()
+    try:
+        result = launch(
+            contexts(),
+            where,
+            engine="command",
+            command=["sh", "-c", 'echo "token=$HF_TOKEN"; sleep 1; echo up; sleep 1; exit 4'],
+            env={"HF_TOKEN": token},
+            ready_log_line="never printed",
+            timeout_s=30,
+        )
+    finally:
+        stop.set()
+        scanner.join()
+    assert found == []
+    assert result.data["exit_code"] == 4  # it ran to its end, with the token in its env
+    assert "token=[redacted: launch env value]" in result.output
+    assert token not in result.output and token not in json.dumps(result.data)
+    assert "HF_TOKEN" in result.output
+
+
+def test_an_exited_server_says_when_it_ended_and_its_uptime_stops(
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
+    ctx = contexts()
+    result = launch(
+        ctx,
+        where,
+        engine="command",
+        command=["sh", "-c", "echo ready-now; sleep 3; exit 0"],
+        ready_log_line="ready-now",
+        timeout_s=30,
+    )
+    assert result.ok, result.output
+    time.sleep(4.5)
+    sid = result.data["server_id"]
+    first = execute(ctx, "server_status", {"host": where, "server_id": sid})
+    time.sleep(1.0)
+    second = execute(ctx, "server_status", {"host": where, "server_id": sid})
+    assert not first.data["alive"] and first.data["ended_at"] is not None
+    assert 2.5 <= first.data["uptime_s"] <= 4.5
+    assert first.data["uptime_s"] == second.data["uptime_s"]
+    assert "not running: exited at " in first.output
+
+
+def test_vllm_module_entry_point_takes_the_model_as_an_option() -> None:
+    opts = LaunchOptions(
+        engine="vllm", model_path="/m", port=8000, python="/venv/bin/python", vllm_entry="module"
+    )
+    assert build_argv(opts)[:5] == [
+        "/venv/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/m",
+    ]
+    assert build_argv(opts.model_copy(update={"vllm_entry": "script"}))[:3] == [
+        "/venv/bin/vllm",
+        "serve",
+        "/m",
+    ]
+
+
+def test_sleuth_servers_lists_alive_servers_with_the_command_that_stops_them(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "sleuth.toml").write_text(
+        f'[hosts.local]\nroots = ["{tmp_path}"]\nallow = ["launch_server", "stop_server"]\n'
+    )
+    port = free_port()
+
+    def cli(*args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-m", "sleuth.cli", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)
+
+    launched = cli(
+        "tool",
+        "launch_server",
+        "engine=command",
+        f"command={json.dumps(synthetic(port))}",
+        f"ready_url=http://127.0.0.1:{port}/health",
+        "poll_s=0.1",
+        "--yes",
+        "--json",
+    )
+    sid = launched["data"]["server_id"]
+    listed = {s["server_id"]: s for s in cli("servers", "--json")["servers"]}
+    assert listed[sid]["alive"] and listed[sid]["port"] == port
+    stop = listed[sid]["stop_command"].split()
+    assert stop[:4] == ["sleuth", "tool", "stop_server", f"server_id={sid}"]
+    assert cli(*stop[1:], "--json")["data"]["gone"]
+    after = {s["server_id"]: s for s in cli("servers", "--json")["servers"]}
+    assert not after[sid]["alive"] and after[sid]["stopped"]

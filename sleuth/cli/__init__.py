@@ -12,6 +12,7 @@ from sleuth.cli import (
     demo_cmd,
     mcp_cmd,
     schema_cmd,
+    servers_cmd,
     tools_cmd,
     transcripts_cmd,
 )
@@ -45,7 +46,16 @@ def _options(
     """Options before any command (the help text is the app's)."""
 
 
-for _module in (demo_cmd, ask_cmd, tools_cmd, transcripts_cmd, bench_cmd, mcp_cmd, schema_cmd):
+for _module in (
+    demo_cmd,
+    ask_cmd,
+    tools_cmd,
+    servers_cmd,
+    transcripts_cmd,
+    bench_cmd,
+    mcp_cmd,
+    schema_cmd,
+):
     _module.register(app)
 
 

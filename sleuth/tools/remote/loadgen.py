@@ -384,7 +384,10 @@ class LoadGen:
             "model": a.model,
             "max_tokens": item.output_len,
             "stream": True,
-            "stream_options": {"include_usage": True},
+            # Usage in every chunk, so each chunk's tokens are the server's own count: both
+            # engines take it (vllm/entrypoints/serve/utils/api_utils.py,
+            # sglang/srt/entrypoints/openai/protocol.py StreamOptions).
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "temperature": a.temperature,
         }
         if a.ignore_eos:

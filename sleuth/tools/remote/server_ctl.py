@@ -1,9 +1,11 @@
-"""Sleuth's server control program, sent to a host and run as `python3 - COMMAND JSON`.
+"""Sleuth's server control program, sent to a host and run as `python3 -c RUNNER COMMAND`.
 
-It starts an inference server detached in its own process group, watches its log and
-health endpoint, and stops it. It prints one JSON object on stdout. It takes no code
-and runs no shell strings: the only shell text is the fixed WRAPPER below, to which
-the server's argv arrives as positional parameters. Standard library only, Python 3.8+.
+Its JSON argument and then its source arrive on stdin (sleuth.tools.remote.SECRET_RUNNER),
+never on the command line, so a launch's environment (HF_TOKEN, ...) is not visible in `ps`
+on the host. It starts an inference server detached in its own process group, watches its
+log and health endpoint, and stops it. It prints one JSON object on stdout. It takes no code and runs no shell
+strings: the only shell text is the fixed WRAPPER below, to which the server's argv arrives
+as positional parameters. Standard library only, Python 3.8+.
 """
 
 from __future__ import annotations
@@ -33,7 +35,11 @@ BODY_CAP = 256 << 10
 
 
 class Refused(Exception):
-    pass
+    """A request this program declines; `kind` is a launch-failure kind when it is one."""
+
+    def __init__(self, message: str, kind: str = "other") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def server_dir(server_id: str) -> str:
@@ -135,8 +141,9 @@ def log_tail(path: str, lines: int) -> str:
             data = fh.read()
     except OSError:
         return ""
-    text = data.decode("utf-8", "replace")
-    # A progress bar redraws with \r: keep what the terminal would show last.
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n")
+    # A progress bar redraws with a lone \r: keep what the terminal would show last. A \r
+    # that only ends a line (vLLM's engine process writes \r\n) is gone already.
     shown = [line.rpartition("\r")[2] for line in text.split("\n")]
     if size > TAIL_BYTES:
         shown = shown[1:]
@@ -168,7 +175,8 @@ def cmd_start(arg: dict[str, Any]) -> dict[str, Any]:
     if port_open(port):
         raise Refused(
             f"port {port} on this host already accepts connections: another server is using "
-            "it. Pick a free port, or stop that server first"
+            "it. Pick a free port, or stop that server first",
+            kind="port_in_use",
         )
     os.makedirs(STATE_DIR, mode=0o700, exist_ok=True)
     folder = server_dir(arg["id"])
@@ -203,6 +211,14 @@ def cmd_start(arg: dict[str, Any]) -> dict[str, Any]:
     }
     write_record(record)
     return {"record": record}
+
+
+def ended_at(record: dict[str, Any]) -> float | None:
+    """When the server's process ended: its exit-status file is written as it ends."""
+    try:
+        return os.stat(record["exit_file"]).st_mtime
+    except OSError:
+        return None
 
 
 def alive_and_code(record: dict[str, Any]) -> tuple[bool, int | None]:
@@ -252,6 +268,7 @@ def cmd_status(arg: dict[str, Any]) -> dict[str, Any]:
         "exit_code": code,
         "group": group_members(record["pgid"]),
         "now": time.time(),
+        "ended_at": None if alive else ended_at(record),
         "fetched": fetched,
         "tail": log_tail(record["log"], int(arg.get("tail_lines", 20))),
     }
@@ -312,8 +329,27 @@ def cmd_list(arg: dict[str, Any]) -> dict[str, Any]:
         except (Refused, ValueError):
             continue
         alive, code = alive_and_code(record)
-        servers.append({"record": record, "alive": alive, "exit_code": code})
+        servers.append(
+            {
+                "record": record,
+                "alive": alive,
+                "exit_code": code,
+                "ended_at": None if alive else ended_at(record),
+            }
+        )
     return {"servers": servers, "now": time.time()}
+
+
+def cmd_log(arg: dict[str, Any]) -> dict[str, Any]:
+    """The last `bytes` of the log, for a diagnosis of a failed launch."""
+    record = read_record(arg["id"])
+    size, data = 0, b""
+    with contextlib.suppress(OSError), open(record["log"], "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - int(arg.get("bytes", 64 << 10))))
+        data = fh.read()
+    return {"text": data.decode("utf-8", "replace"), "cut": size > len(data)}
 
 
 COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -322,14 +358,16 @@ COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "status": cmd_status,
     "stop": cmd_stop,
     "list": cmd_list,
+    "log": cmd_log,
 }
 
 
 def main() -> None:
+    # The argument came on stdin before the source; the runner hands it over as SECRETS.
     try:
-        out = COMMANDS[sys.argv[1]](json.loads(sys.argv[2]))
+        out = COMMANDS[sys.argv[1]](dict(globals().get("SECRETS") or {}))
     except Refused as exc:
-        out = {"error": str(exc)}
+        out = {"error": str(exc), "kind": exc.kind}
     sys.stdout.write(json.dumps(out) + "\n")
 
 

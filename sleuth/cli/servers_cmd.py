@@ -1,0 +1,117 @@
+"""`sleuth servers`: the inference servers Sleuth started on a host, and whether they are alive;
+and the list `sleuth ask` prints of the servers its run left running."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from sleuth.cli.common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    ConfigOption,
+    JsonOption,
+    console,
+    err_console,
+    fail,
+    print_json,
+    settings_or_exit,
+)
+from sleuth.config import ConfigError
+from sleuth.tools.connect import build_context
+from sleuth.tools.registry import ToolContext, execute
+from sleuth.tools.serving import stop_command
+
+
+def register(app: typer.Typer) -> None:
+    app.command("servers")(servers)
+
+
+def servers(
+    host: str = typer.Option("local", "--host", "-H", help="Host to list (from sleuth.toml)."),
+    accept_new_host_key: bool = typer.Option(
+        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
+    ),
+    as_json: bool = JsonOption,
+    config: Path | None = ConfigOption,
+) -> None:
+    """List the servers Sleuth started on a host, alive or not, with the command to stop each.
+
+    Example: sleuth servers --host gpu1
+    """
+    settings = settings_or_exit(config)
+    try:
+        ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    try:
+        result = execute(ctx, "server_status", {"host": host})
+    finally:
+        ctx.close()
+    if not result.ok:
+        fail(f"could not list the servers on {host}: {result.error}", EXIT_ERROR)
+    found: list[dict[str, Any]] = result.data["servers"]
+    if as_json:
+        print_json({"host": host, "servers": found})
+        return
+    if not found:
+        console.print(f"no servers started by Sleuth on host {host!r}")
+        return
+    table = Table(title=f"servers Sleuth started on {host}")
+    for column in ("server", "engine", "port", "state", "up (s)", "stop with"):
+        table.add_column(column)
+    for s in found:
+        state = "alive" if s["alive"] else "stopped" if s["stopped"] else "exited"
+        stop = s["stop_command"] if s["alive"] else ""
+        table.add_row(
+            s["server_id"], s["engine"], str(s["port"]), state, f"{s['uptime_s']:.0f}", stop
+        )
+    console.print(table)
+
+
+def launched_by_run(ctx: ToolContext, tool_data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The servers a run's launch_server calls left running, each with its stop command.
+
+    `tool_data` is the run's structured results by call id; a launch result names its host
+    and server_id. Hosts that cannot be reached now are reported as unknown, not skipped.
+    """
+    launched = [
+        (d["host"], d["server_id"])
+        for d in tool_data.values()
+        if isinstance(d, dict) and d.get("ready") and "server_id" in d and "host" in d
+    ]
+    left = []
+    for host, server_id in launched:
+        status = execute(ctx, "server_status", {"host": host, "server_id": server_id})
+        alive = status.data.get("alive") if status.ok else None
+        if alive is False:
+            continue
+        left.append(
+            {
+                "host": host,
+                "server_id": server_id,
+                "alive": alive,
+                "stop_command": stop_command(host, server_id),
+            }
+        )
+    return left
+
+
+def print_left_running(left: list[dict[str, Any]]) -> None:
+    """Tell the user, on stderr, which servers are still running and how to stop them."""
+    if not left:
+        return
+    err_console.print(f"[bold]{len(left)} server(s) this run started are still running:[/]")
+    for s in left:
+        state = "alive" if s["alive"] else "state unknown (host unreachable)"
+        err_console.print(
+            f"  {escape(s['server_id'])} on {escape(s['host'])} ({state}); stop it with: "
+            f"{escape(s['stop_command'])}",
+            highlight=False,
+            soft_wrap=True,
+        )
