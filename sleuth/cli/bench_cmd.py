@@ -133,6 +133,9 @@ def bench(
         True, help="Generate exactly --output-len tokens (--no-ignore-eos to let them stop)."
     ),
     percentiles: str = typer.Option("50,90,99", help="Percentiles to report, e.g. 50,90,99,99.9."),
+    label: str | None = typer.Option(
+        None, help="A name for this run (kept in its records), e.g. spec-on; see compare --factor."
+    ),
     seed: int = typer.Option(0, help="Seeds prompts, lengths and arrival times."),
     warmup: int = typer.Option(2, help="Requests sent first and left out."),
     api: str = typer.Option("chat", help="chat or completions."),
@@ -190,6 +193,7 @@ def bench(
             ignore_eos=ignore_eos,
             extra_body=_json_object(extra_body),
             percentiles=_floats(percentiles, "--percentiles"),
+            label=label,
             seed=seed,
             warmup=warmup,
             where=where,
