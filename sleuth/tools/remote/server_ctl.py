@@ -3,9 +3,9 @@
 Its JSON argument and then its source arrive on stdin (sleuth.tools.remote.SECRET_RUNNER),
 never on the command line, so a launch's environment (HF_TOKEN, ...) is not visible in `ps`
 on the host. It starts an inference server detached in its own process group, watches its
-log and health endpoint, and stops it. It prints one JSON object on stdout. It takes no code and runs no shell
-strings: the only shell text is the fixed WRAPPER below, to which the server's argv arrives
-as positional parameters. Standard library only, Python 3.8+.
+log and health endpoint, and stops it. It prints one JSON object on stdout. It takes no
+code and runs no shell strings: the only shell text is the fixed WRAPPER below, to which the
+server's argv arrives as positional parameters. Standard library only, Python 3.8+.
 """
 
 from __future__ import annotations
