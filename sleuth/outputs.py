@@ -1,7 +1,6 @@
 """The `--json` outputs as a contract: one pydantic model per command, a JSON Schema from each.
 
     schema("verify")                 # the JSON Schema `sleuth schema verify` prints
-    register("bench", BenchOutput)   # a command added later documents its output the same way
 
 Every output carries `schema_version` (bumped on a breaking change) and the path of the
 transcript it wrote or read.
@@ -14,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from sleuth.agent.replay import ReplayResult
+from sleuth.tools.bench import BenchRun
+from sleuth.tools.benchcompare import CompareReport
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import Finding, SessionStatus, Totals
 from sleuth.transcripts.verify import OUTPUT_SCHEMA_VERSION, VerifyReport
@@ -50,18 +51,25 @@ class ReplayOutput(ReplayResult):
     schema_version: int = OUTPUT_SCHEMA_VERSION
 
 
+class BenchOutput(BenchRun):
+    """`sleuth bench --json`: the run's report and the files it left beside its records."""
+
+    schema_version: int = OUTPUT_SCHEMA_VERSION
+    transcript: str = Field(description="The transcript recording the run_benchmark call.")
+    csv: str = Field(description="One row per phase.")
+    html: str = Field(description="The self-contained report: tables, plots, timeline.")
+    plot: str | None = Field(None, description="The PNG of a sweep, when matplotlib drew one.")
+
+
 OUTPUTS: dict[str, type[BaseModel]] = {
     "ask": AskOutput,
     "tool": ToolOutput,
     "verify": VerifyReport,
     "replay": ReplayOutput,
+    "bench": BenchOutput,
+    "bench-compare": CompareReport,
 }
 """Command name -> the model of its `--json` output."""
-
-
-def register(name: str, model: type[BaseModel]) -> None:
-    """Document another command's `--json` output (e.g. `bench`, `bench compare`)."""
-    OUTPUTS[name] = model
 
 
 def schema(name: str) -> dict[str, Any]:

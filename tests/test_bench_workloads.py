@@ -12,12 +12,14 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
 from bench_support import bench, free_port, run_loadgen, synthetic_server, train_tokenizer
 
 from sleuth.tools.benchcompare import compare
 from sleuth.tools.benchmetrics import parse_lines
 from sleuth.tools.remote.loadgen import arrival_schedule
+from sleuth.transcripts.verify import verify
 
 PROFILES = {
     "fast": {"ttft_ms": 20, "itl_ms": 2},
@@ -419,6 +421,8 @@ def test_results_are_saved_as_csv_with_the_asked_percentiles(server: str, tmp_pa
     )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
+    jsonschema.validate(data, json.loads(sleuth("schema", "bench", cwd=tmp_path).stdout))
+    assert data["schema_version"] == 1 and verify(Path(tmp_path / data["transcript"])).ok
     rows = Path(data["csv"]).read_text().splitlines()
     assert len(rows) == 3 and "ttft_p99.9_ms" in rows[0] and "ttft_p90_ms" not in rows[0]
     assert data["report"]["phases"][0]["ttft"]["pcts"].keys() == {"p50", "p99.9"}
@@ -473,6 +477,7 @@ def test_compare_cli_json_and_a_wrong_file(server: str, tmp_path: Path) -> None:
     done = sleuth("bench", "compare", str(a), str(b), "--factor", "model", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
+    jsonschema.validate(data, json.loads(sleuth("schema", "bench-compare", cwd=tmp_path).stdout))
     assert data["schema_version"] == 1 and data["phases"][0]["metrics"]
     text = sleuth("bench", "compare", str(a), str(b), cwd=tmp_path)
     assert "ITL p50 is" in text.stdout

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
+from sleuth.agent.session import record_cli_call
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -27,6 +28,7 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import LOCAL, ConfigError
+from sleuth.outputs import BenchOutput
 from sleuth.tools.bench import BenchRun, RunBenchmarkInput, benchmark, warnings
 from sleuth.tools.benchcompare import CompareError, CompareReport, compare, is_stat
 from sleuth.tools.benchmetrics import Dist, PhaseMetrics, parse_lines
@@ -35,6 +37,7 @@ from sleuth.tools.connect import build_context
 from sleuth.tools.hosts import HostError
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import register_secret
+from sleuth.transcripts.store import TranscriptError
 
 OutDirOption = typer.Option(
     Path("bench-results"), help="Where the JSONL, the CSV (and the plot) go."
@@ -149,6 +152,9 @@ def bench(
     accept_new_host_key: bool = typer.Option(
         False, "--accept-new-host-key", help="Store an unknown host key (like accept-new)."
     ),
+    transcripts: Path = typer.Option(
+        Path("transcripts"), "--transcripts", help="Folder the run's transcript is written to."
+    ),
     as_json: bool = JsonOption,
     config: Path | None = ConfigOption,
 ) -> None:
@@ -224,29 +230,32 @@ def bench(
             spinner="dots",
         ):
             result = benchmark(ctx, args, headers)
-    except (ToolError, HostError) as exc:
+        # A person's benchmark is audited like a model's call (the headers are not inputs).
+        transcript = record_cli_call(
+            transcripts, ctx, "run_benchmark", args.model_dump(mode="json"), result
+        )
+    except (ToolError, HostError, TranscriptError) as exc:
         fail(str(exc), EXIT_ERROR)
     finally:
         ctx.close()
     run = BenchRun.model_validate(result.data)
     table_csv = write_csv(run)
     page = write_html(run)
-    if as_json:
-        data = run.model_dump(mode="json")
-        data["csv"] = str(table_csv)
-        data["html"] = str(page)
-        data["plot"] = None
-    else:
+    out = BenchOutput(
+        **run.model_dump(), transcript=str(transcript), csv=str(table_csv), html=str(page)
+    )
+    if not as_json:
         console.print(_table(run))
         for line in warnings(run.report):
             console.print(f"[yellow]{escape(line)}[/]")
         console.print(f"records: {escape(run.jsonl)}")
         console.print(f"table: {escape(str(table_csv))}")
         console.print(f"report: {escape(str(page))}")
+        console.print(f"transcript: {escape(str(transcript))}")
     png = _maybe_plot(run, plot)  # after the results are out, so a failed plot loses nothing
     if as_json:
-        data["plot"] = str(png) if png else None
-        print_json(data)
+        out.plot = str(png) if png else None
+        print_json(out)
     elif png:
         console.print(f"plot: {escape(str(png))}")
     if not any(p.completed for p in run.report.phases):
