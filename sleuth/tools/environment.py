@@ -7,7 +7,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from sleuth.tools.hosts import HostError
+from sleuth.tools.errors import ErrorKind, HostError
 from sleuth.tools.registry import ToolContext, ToolInput, tool
 from sleuth.tools.results import ToolError, ToolResult
 
@@ -112,7 +112,9 @@ def gpu_info(ctx: ToolContext, args: GpuInfoInput) -> ToolResult:
     argv = ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"]
     try:
         run = sandbox.run(argv, timeout=30)
-    except HostError:
+    except HostError as exc:
+        if exc.kind is not ErrorKind.COMMAND_NOT_FOUND:
+            raise  # a dropped connection is not an answer about the GPUs
         return _no_gpu(args.host, "nvidia-smi is not installed", argv)
     if run.exit_code == 127:
         return _no_gpu(args.host, "nvidia-smi is not installed", argv)
