@@ -67,7 +67,7 @@ def test_every_command_has_an_example_in_its_help(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "says"),
     [
-        (["read_lines", "path=notes.txt"], 0, "hello"),
+        (["read_lines", "path=notes.txt"], 0, "max_model_len = 4096"),
         (["read_lines", "path=missing.txt"], 1, "no such file"),
         (["no_such_tool", "path=x"], 2, "unknown tool 'no_such_tool'; available:"),
         (["read_lines"], 2, "invalid input for read_lines: path: Field required"),

@@ -539,7 +539,8 @@ def render_text(run: BenchRun) -> str:
 def warnings(report: BenchReport) -> list[str]:
     out = []
     for p in report.phases:
-        if p.client.client_limited:
+        # With no request answered, the client's own load says nothing about the server.
+        if p.client.client_limited and p.completed:
             out.append(
                 f"phase {p.phase}: CLIENT-LIMITED, figures understate the server: "
                 + "; ".join(p.client.reasons)
@@ -600,8 +601,12 @@ def compare_benchmarks(ctx: ToolContext, args: CompareBenchmarksInput) -> ToolRe
 
 def _record(ctx: ToolContext, given: str) -> Path:
     folder = ctx.results_dir.resolve()
-    path = (folder / given).resolve() if not Path(given).is_absolute() else Path(given).resolve()
-    if path.parent != folder or path.suffix != ".jsonl" or not path.is_file():
+    try:
+        path = (folder / given).resolve()  # an absolute `given` replaces the folder
+        found = path.parent == folder and path.suffix == ".jsonl" and path.is_file()
+    except (ValueError, OSError):  # a NUL byte, a name too long: not a record either
+        found = False
+    if not found:
         raise ToolError(
             f"{given!r} is not a benchmark record of this run; give the `jsonl` path that "
             f"run_benchmark returned (a .jsonl file in {folder})"

@@ -144,6 +144,13 @@ def _totals_line(story: Story) -> str:
     )
 
 
+def _unsupported(story: Story) -> str | None:
+    """A run that ended with no grounded finding: the model's answer, marked as what it is."""
+    if story.ended is not None and story.ended.status == "unsupported":
+        return story.ended.summary
+    return None
+
+
 def _session_line(s: SessionStarted) -> str:
     hosts = ", ".join(
         f"{h.name} ({h.address})" if h.address and h.address != h.name else h.name for h in s.hosts
@@ -240,9 +247,8 @@ def _md_step(story: Story, step: Event) -> list[str]:
 
 def render_markdown(events: Sequence[Event], banner: str | None = None) -> str:
     story = build_story(events)
-    out = ["# Sleuth investigation", ""]
-    if banner:
-        out += [f"> **{banner}**", ""]
+    out = [banner, ""] if banner else []  # first, so no reader can miss it
+    out += ["# Sleuth investigation", ""]
     if story.started is not None:
         s = story.started
         out += [f"**Question:** {s.question}", ""]
@@ -253,6 +259,8 @@ def render_markdown(events: Sequence[Event], banner: str | None = None) -> str:
     ]
     out += ["## Verdicts", "", *(verdicts or ["No findings were reported."]), ""]
     out += ["## Summary", "", _totals_line(story), ""]
+    if answer := _unsupported(story):
+        out += [answer, ""]
     for step in story.steps:
         out += _md_step(story, step)
     return "\n".join(out)
@@ -374,7 +382,12 @@ def _html_verdicts(story: Story) -> str:
         if items
         else ("<p>No findings were reported.</p>")
     )
-    return f'<h2>Verdicts</h2>{listed}<h2>Summary</h2><p class="meta">{_e(_totals_line(story))}</p>'
+    answer = _unsupported(story)
+    shown = f'<p class="warn">{_e(answer)}</p>' if answer else ""
+    return (
+        f'<h2>Verdicts</h2>{listed}<h2>Summary</h2><p class="meta">{_e(_totals_line(story))}</p>'
+        f"{shown}"
+    )
 
 
 def render_html(events: Sequence[Event], banner: str | None = None) -> str:
@@ -489,6 +502,8 @@ def render_rich(events: Sequence[Event], banner: str | None = None) -> Renderabl
     if not _findings(story):
         parts.append(Text("No findings were reported."))
     parts += [Rule("Summary", align="left"), Text(_totals_line(story))]
+    if answer := _unsupported(story):
+        parts.append(Text(answer, style="yellow"))
     parts += [r for r in (_rich_step(story, step) for step in story.steps) if r is not None]
     return Group(*parts)
 
