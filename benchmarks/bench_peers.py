@@ -495,7 +495,11 @@ QUIRKS = """How the peers were set up, and what they do that bears on the number
   present), `--tokenizer` the same folder, `-c C --num-prompts N --input-len 32
   --output-len 50`; its TTFT is the time to the first token, role frame or not.
 - All four get the same tokenizer, trained offline by tests/bench_support.py, with a
-  `tokenizer_config.json` beside it for transformers' AutoTokenizer."""
+  `tokenizer_config.json` beside it for transformers' AutoTokenizer.
+- Priority: under `--realtime` (chrt -f 10, the section that shows the truth) no tool is
+  preempted, so each wakes for nearly every chunk; at normal priority on this busy box a
+  delayed client finds several chunks per wake-up, which makes its CPU per chunk lower
+  and its timings later. Compare tools within one section, not across the two."""
 
 
 def write(args: argparse.Namespace, runs: list[Run], skipped: dict[str, str | None]) -> None:
