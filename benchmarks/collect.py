@@ -8,7 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 HERE = Path(__file__).parent
-ORDER = ["ssh_calls", "checkpoint_summary", "loadgen", "transcripts", "replay"]
+ORDER = [
+    "ssh_calls",
+    "checkpoint_summary",
+    "loadgen",
+    "peers",
+    "peers_normal",
+    "transcripts",
+    "replay",
+]
 
 INTRO = """# Benchmarks
 
