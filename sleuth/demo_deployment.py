@@ -114,6 +114,12 @@ def build_demo(root: Path) -> dict[str, Path]:
         "num_experts": experts,
         "num_experts_per_tok": 8,
         "moe_intermediate_size": inter,
+        # q_proj is hidden wide and k/v an eighth of it (see _layer): 16 heads, 2 KV heads.
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": hidden // 16,
+        "max_position_embeddings": 262144,
+        "vocab_size": 151936,
         "layer_types": [
             "linear_attention",
             "linear_attention",
@@ -169,6 +175,11 @@ def build_demo(root: Path) -> dict[str, Path]:
         "n_routed_experts": 32,
         "num_experts_per_tok": 8,
         "moe_intermediate_size": inter,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": hidden // 16,
+        "max_position_embeddings": 163840,
+        "vocab_size": 129280,
         "num_nextn_predict_layers": 1,
         "quantization_config": {
             "quant_method": "fp8",
