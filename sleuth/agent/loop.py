@@ -32,12 +32,12 @@ from sleuth.agent.history import (
     tool_result_block,
 )
 from sleuth.agent.protocols import UNPARSED, Brain, BrainError, Message, Observer, Quiet, Request
+from sleuth.agent.records import approval_event, tool_event
 from sleuth.config import Budget, ModelPrice
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest
 from sleuth.tools.registry import ApprovalHook, ToolContext, execute
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
-    ApprovalEvent,
     BudgetNotice,
     ContentBlock,
     ErrorEvent,
@@ -271,23 +271,7 @@ class Investigation:
         output = redact(result.output)
         self.grounder.record(CallRecord(call_id, name, raw, output, result.ok, self.turn))
         self.tool_data[call_id] = result.data
-        self.writer.append(
-            ToolExecuted(
-                call_id=call_id,
-                tool=name,
-                input=raw,
-                host=host,
-                ok=result.ok,
-                output=output,
-                error=redact(result.error) if result.error else None,
-                data=result.data,
-                argv=result.argv,
-                exit_code=result.exit_code,
-                bytes_cut=result.bytes_cut,
-                duration_s=result.duration_s,
-                reconnected=result.reconnected,
-            )
-        )
+        self.writer.append(tool_event(call_id, name, raw, result))
         if result.traceback:  # a bug, not a failed call: say so, and keep where it happened
             self.writer.append(
                 ErrorEvent(
@@ -323,18 +307,7 @@ class Investigation:
         it was given, so another run on it records only into its own."""
 
         def record(request: ApprovalRequest, decision: ApprovalDecision) -> None:
-            self.writer.append(
-                ApprovalEvent(
-                    call_id=call_id,
-                    tool=request.tool,
-                    host=request.host,
-                    input=request.input,
-                    approved=decision.approved,
-                    by=decision.by,
-                    reason=decision.reason,
-                    rule=decision.rule,
-                )
-            )
+            self.writer.append(approval_event(call_id, request, decision))
 
         return record
 

@@ -20,6 +20,7 @@ from sleuth.agent.findings import report_finding_spec
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
+from sleuth.agent.records import tool_event
 from sleuth.config import Settings
 from sleuth.tools.errors import HostError
 from sleuth.tools.registry import ToolContext, all_tools
@@ -28,7 +29,6 @@ from sleuth.transcripts.events import (
     HostInfo,
     SessionEnded,
     SessionStarted,
-    ToolExecuted,
     ToolSpec,
     Totals,
 )
@@ -169,23 +169,7 @@ def record_cli_call(
                 tools_hash=tools_hash(spec),
             )
         )
-        writer.append(
-            ToolExecuted(
-                call_id="cli_1",
-                tool=name,
-                input=inputs,
-                host=str(inputs.get("host", "local")),
-                ok=result.ok,
-                output=result.output,
-                error=result.error,
-                data=result.data,
-                argv=result.argv,
-                exit_code=result.exit_code,
-                bytes_cut=result.bytes_cut,
-                duration_s=result.duration_s,
-                reconnected=result.reconnected,
-            )
-        )
+        writer.append(tool_event("cli_1", name, inputs, result))
         writer.append(
             SessionEnded(
                 status="answered" if result.ok else "error",

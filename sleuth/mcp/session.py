@@ -31,11 +31,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder, summarise
+from sleuth.agent.records import approval_event, tool_event
 from sleuth.agent.session import describe_hosts, new_session_id, tool_specs, versions
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
 from sleuth.tools.registry import ToolContext, execute
 from sleuth.transcripts.events import (
-    ApprovalEvent,
     Event,
     Finding,
     FindingEvent,
@@ -144,23 +144,7 @@ class McpSession:
             self._returned += 1
             turn = self._returned
         self.grounder.record(CallRecord(call_id, name, raw, output, result.ok, turn))
-        self._record(
-            ToolExecuted(
-                call_id=call_id,
-                tool=name,
-                input=raw,
-                host=str(raw.get("host", "local")),
-                ok=result.ok,
-                output=output,
-                error=redact(result.error) if result.error else None,
-                data=result.data,
-                argv=result.argv,
-                exit_code=result.exit_code,
-                bytes_cut=result.bytes_cut,
-                duration_s=result.duration_s,
-                reconnected=result.reconnected,
-            )
-        )
+        self._record(tool_event(call_id, name, raw, result))
         return CallOutcome(call_id, output, not result.ok, result.data)
 
     def end(self, status: SessionStatus = "closed") -> None:
@@ -211,15 +195,4 @@ class McpSession:
         self._record(FindingEvent(call_id=call_id, finding=finding))
 
     def _approval(self, call_id: str, request: ApprovalRequest, decision: ApprovalDecision) -> None:
-        self._record(
-            ApprovalEvent(
-                call_id=call_id,
-                tool=request.tool,
-                host=request.host,
-                input=request.input,
-                approved=decision.approved,
-                by=decision.by,
-                reason=decision.reason,
-                rule=decision.rule,
-            )
-        )
+        self._record(approval_event(call_id, request, decision))
