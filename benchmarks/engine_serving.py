@@ -75,6 +75,7 @@ def sleuth_bench(ctx: ToolContext, env: EngineEnv, port: int) -> dict[str, float
             "concurrency": [CONCURRENCY],
             "num_prompts": PROMPTS,
             "input_len": IN_LEN,
+            "tokenizer": str(env.model),  # exact prompt tokens, as vLLM's random ids are
             "output_len": OUT_LEN,
             "warmup": 2,
             "python": str(env.python),
@@ -198,8 +199,8 @@ def render(
         )
     lines += [
         "",
-        f"Same server, same settings: {PROMPTS} prompts of {IN_LEN} (Sleuth: words; vLLM: "
-        f"random token ids), {OUT_LEN} output tokens with ignore_eos, {CONCURRENCY} in flight, "
+        f"Same server, same settings: {PROMPTS} prompts of {IN_LEN} tokens (Sleuth: words cut "
+        f"to exactly {IN_LEN} tokens with the model's tokenizer; vLLM: random token ids), {OUT_LEN} output tokens with ignore_eos, {CONCURRENCY} in flight, "
         f"2 warm-up requests; {len(runs['sleuth'])} runs each, alternated. Means over runs of "
         f"each run's mean.",
         "",
