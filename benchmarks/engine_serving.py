@@ -200,7 +200,8 @@ def render(
     lines += [
         "",
         f"Same server, same settings: {PROMPTS} prompts of {IN_LEN} tokens (Sleuth: words cut "
-        f"to exactly {IN_LEN} tokens with the model's tokenizer; vLLM: random token ids), {OUT_LEN} output tokens with ignore_eos, {CONCURRENCY} in flight, "
+        f"to exactly {IN_LEN} tokens with the model's tokenizer; vLLM: random token ids), "
+        f"{OUT_LEN} output tokens with ignore_eos, {CONCURRENCY} in flight, "
         f"2 warm-up requests; {len(runs['sleuth'])} runs each, alternated. Means over runs of "
         f"each run's mean.",
         "",
