@@ -46,6 +46,9 @@ def test_ask_launches_reports_and_lists_the_server_it_left_running(
     (tmp_path / "sleuth.toml").write_text(
         f'known_hosts = "{tmp_path}/known_hosts"\n\n[hosts.gpu]\nssh = "{sshd.alias}"\n'
         f'roots = ["{engine_env.root}"]\nallow = ["launch_server", "stop_server"]\n'
+        # The host's own python is the engine's: a python the model picked would make the
+        # preset a custom command, which --yes never approves without a commands rule.
+        f'python = "{engine_env.python}"\n'
     )
     port = free_port()
     turns = [
@@ -58,7 +61,6 @@ def test_ask_launches_reports_and_lists_the_server_it_left_running(
                 engine="vllm",
                 model_path=str(engine_env.model),
                 port=port,
-                python=str(engine_env.python),
                 env=engine_env.server_env(),
                 extra_args=["--enforce-eager"],
                 timeout_s=900,
