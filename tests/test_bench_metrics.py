@@ -24,7 +24,12 @@ from sleuth.tools.benchmetrics import RequestRecord, Slo, parse_lines, tpot
 from sleuth.tools.remote.loadgen import make_prompt, poisson_schedule
 
 PER_REQUEST_MS = 5.0
-MEAN_MS = 1.0
+MEAN_MS = 2.0
+"""Means within 2 ms of the server's schedule. On this 2-core machine a request's first
+bytes reach the synthetic server's clock about 1.1 ms after the client stamps t_send (seen
+on a quiet machine in a fresh-clone CI run: TTFT 201.07 against 200, E2E 1181.1 against
+1180), a fixed cost of the two processes' wake-ups, not of the measurement; 1 ms made the
+tests fail on that alone."""
 FAIL_SEED = 7
 
 PROFILES = {
