@@ -44,9 +44,9 @@ def ask(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_question_routes_to_capacity_with_its_numbers() -> None:
     q = Question(QUESTION, {"local": ["/work"]})
     assert route(q) == "capacity"
-    assert capacity_input(q, "/work/m") == {
+    assert capacity_input(q, "/models/m") == {
         "host": "local",
-        "model_dir": "/work/m",
+        "model_dir": "/models/m",
         "gpus": "8xH200",
         "tp": 8,
         "context_length": 131072,
