@@ -135,7 +135,9 @@ def test_sleuth_ask_json_is_parseable_and_a_spent_budget_exits_3(project: Path, 
         )
     assert done.returncode == 3, done.stderr
     report = json.loads(done.stdout)
-    assert report["status"] == "budget_exhausted" and report["brain"] == "anthropic"
+    # No grounded finding: unsupported, exit 3, with the spent budget named.
+    assert report["status"] == "unsupported" and report["brain"] == "anthropic"
+    assert "max_turns (2)" in report["answer"]
     assert report["totals"]["turns"] == 3
     assert (project / report["transcript"]).parent == project / "out"
 

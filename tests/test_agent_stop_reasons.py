@@ -230,5 +230,7 @@ def test_a_model_cut_off_every_turn_ends_at_the_turn_budget(
 
     with ScriptedAPI(always_cut) as api:
         result, events = investigate(anthropic_brain(api), ctx, tmp_path, Budget(max_turns=3))
-    assert result.status == "budget_exhausted" and "max_turns (3)" in result.answer
+    # Nothing grounded: no answer, and the budget that ended it is named.
+    assert result.status == "unsupported" and "max_turns (3)" in result.answer
+    assert result.answer.startswith("no grounded finding before the budget ended the run")
     assert len(api.requests) == 4 and executed(events) == []

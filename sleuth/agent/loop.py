@@ -93,6 +93,7 @@ class Unsupported(Stop):
 
 
 UNSUPPORTED_NOTE = "unsupported by evidence (no grounded finding)"
+NO_GROUNDED_FINDING_BEFORE = "no grounded finding before the budget ended the run"
 CONTEXT_FULL = "the conversation fills the model's context window"
 CUT_WHERE = "cut_off"
 
@@ -158,7 +159,12 @@ class Investigation:
                 self._keep(call_id, finding)
             totals = self.meter.snapshot()
             summary = summarise(self.findings)
-            if status == "unsupported" and answer:
+            if status == "budget_exhausted" and not any(f.grounded for f in self.findings):
+                # Nothing grounded: no answer, whatever ended the run (exit 3 either way).
+                # budget_exhausted stays for a grounded but unfinished investigation.
+                status, answer = "unsupported", f"{NO_GROUNDED_FINDING_BEFORE}: {answer}"
+                summary += f"\n\n{answer}"
+            elif status == "unsupported" and answer:
                 # Kept with the run, so show (text, md, html) tells it is no answer.
                 summary += f"\n\nThe model's answer, {UNSUPPORTED_NOTE}:\n{answer}"
             self.writer.append(SessionEnded(status=status, summary=summary, totals=totals))

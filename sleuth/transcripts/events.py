@@ -21,8 +21,9 @@ Verdict = Literal["yes", "no", "partial", "unknown"]
 SessionStatus = Literal[
     "answered", "budget_exhausted", "error", "interrupted", "refused", "unsupported", "closed"
 ]
-"""unsupported: the run ended without a grounded finding (and no budget or refusal ended it).
-closed: an MCP client ended its session (`sleuth mcp`), which has no answer of its own."""
+"""unsupported: the run ended without a grounded finding (and no refusal ended it; a budget
+that ended it is named in the answer). budget_exhausted: a budget ended a run that has at least
+one grounded finding. closed: an MCP client ended its session (`sleuth mcp`), which has no answer of its own."""
 
 
 class _Event(BaseModel):
