@@ -212,3 +212,37 @@ def test_a_small_served_context_fits_max_tokens_and_uses_the_compact_prompt(
     assert first["messages"][0]["content"].startswith("You are Sleuth.")
     assert len(first["messages"][0]["content"]) < 1000
     assert (first["tool_choice"], second["tool_choice"]) == ("required", "auto")
+
+
+@pytest.mark.parametrize(
+    ("context", "offered"),
+    [
+        # A question no family claims keeps every read-only tool while they fit...
+        (8192, "every read-only tool"),
+        # ...and in a 2,048-token context (the smallest one the real-model tier serves),
+        # where they would leave no room to answer, only the readers.
+        (2048, "the readers"),
+    ],
+)
+def test_a_small_context_offers_only_the_readers_when_the_family_leaves_no_room(
+    context: int, offered: str
+) -> None:
+    from sleuth.agent.brains import MIN_ROOM, OpenAIBrain, system_prompt
+    from sleuth.agent.compact import READERS_ONLY
+    from sleuth.agent.findings import REPORT_FINDING
+    from sleuth.agent.history import opening_message
+    from sleuth.agent.protocols import Request
+    from sleuth.agent.session import tool_specs
+
+    question = "Does the checkpoint in /models/x tie its word embeddings?"
+    request = Request(
+        system_prompt(), [opening_message(question, [])], tool_specs(), question=question
+    )
+    brain = OpenAIBrain("smollm2", base_url="http://127.0.0.1:9/v1", context_window=context)
+    body = brain.fit(request)
+    names = {t["function"]["name"] for t in body["tools"]}
+    read_only = {t.name for t in tool_specs() if not t.mutating}
+    expected = read_only if offered == "every read-only tool" else {*READERS_ONLY, REPORT_FINDING}
+    assert names == expected
+    room = context - brain.prompt_tokens(body)
+    assert MIN_ROOM <= body["max_tokens"] == min(4096, room)

@@ -422,9 +422,11 @@ class OpenAIBrain:
         if isinstance(length, int) and length > 0:
             self.context_window = length
 
-    def body(self, request: Request, max_tokens: int | None = None) -> dict[str, Any]:
+    def body(
+        self, request: Request, max_tokens: int | None = None, readers_only: bool = False
+    ) -> dict[str, Any]:
         tools = (
-            [short_function(t) for t in family_tools(request.tools, request.question)]
+            [short_function(t) for t in family_tools(request.tools, request.question, readers_only)]
             if self.compact
             else [_function(t) for t in request.tools]
         )
@@ -460,6 +462,11 @@ class OpenAIBrain:
         if self.context_window is None:
             return body
         prompt = self.prompt_tokens(body)
+        if self.compact and self.context_window - prompt < WANTED_ROOM:
+            # Measured on SmolLM2 at a 2,048-token context: every read-only tool's schema
+            # (~2,400 tokens) left no room at all; the readers alone (~1,300) leave ~700.
+            body = self.body(request, limit, readers_only=True)
+            prompt = self.prompt_tokens(body)
         room = self.context_window - prompt
         if room < MIN_ROOM:
             raise BrainError(
@@ -520,6 +527,8 @@ class OpenAIBrain:
 CHARS_PER_TOKEN = 3.0
 MIN_ROOM = 32
 """Fewer output tokens than this cannot hold a tool call: the context is full."""
+WANTED_ROOM = 512
+"""Room for a call or a short answer; with less, the compact prompt offers only the readers."""
 
 
 def _prompt_chars(body: Mapping[str, Any]) -> int:

@@ -32,13 +32,19 @@ FAMILY_TOOLS: dict[str, tuple[str, ...]] = {
 }
 
 
-def family_tools(tools: list[ToolSpec], question: str) -> list[ToolSpec]:
+READERS_ONLY = (*_READERS, "checkpoint_summary")
+"""The last resort when a family's tools leave too little room to answer: files and headers."""
+
+
+def family_tools(
+    tools: list[ToolSpec], question: str, readers_only: bool = False
+) -> list[ToolSpec]:
     """The tools a question's family needs, plus report_finding; a question no family claims
-    keeps every read-only tool."""
+    keeps every read-only tool. `readers_only` keeps just READERS_ONLY."""
     from sleuth.agent.playbooks import Question, route
 
     family = route(Question(question, {})) if question else None
-    wanted = FAMILY_TOOLS.get(family or "")
+    wanted = READERS_ONLY if readers_only else FAMILY_TOOLS.get(family or "")
     return [
         t
         for t in tools
