@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -161,3 +162,22 @@ def test_redact_env_hides_secret_names_and_their_echoes() -> None:
     }
     # A server log that echoes a launch env value is redacted too.
     assert "plain-value-123" not in redact("loading with token plain-value-123 from env")
+
+
+def test_the_session_id_is_the_stores_own_and_stays_readable(tmp_path: Path) -> None:
+    # `session_id` looks like a cookie's key to the by-key rule; the transcript's own id is not
+    # one, and `show` and the audit need it.
+    with TranscriptWriter.create(tmp_path, "0123abcd4567") as writer:
+        writer.append(SessionStarted(session_id="0123abcd4567", question="q", hosts=[], brain="x"))
+        writer.append(
+            ToolExecuted(
+                call_id="c1",
+                tool="read_json",
+                input={"path": "a.json", "session_id": "s3cr3t-cookie-value"},
+                ok=True,
+                output="{}",
+            )
+        )
+    raw = [json.loads(line) for line in writer.path.read_text().splitlines()]
+    assert raw[0]["session_id"] == "0123abcd4567"
+    assert "s3cr3t-cookie-value" not in writer.path.read_text()  # a call's one still is

@@ -31,6 +31,7 @@ from sleuth.transcripts.redact import redact_obj
 ENVELOPE = ("seq", "ts", "type", "prev", "hash")
 """Fields the store owns. They are never redacted: `hash` and `prev` are sha256 hex."""
 
+SESSION_OWNED = ("session_id",)
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
@@ -187,14 +188,15 @@ class TranscriptWriter:
         Raises TranscriptError if the write fails; the file is cut back to its
         last whole line, and the writer can go on appending.
         """
-        payload = {
-            key: value
-            for key, value in event.model_dump(mode="json").items()
-            if key not in ENVELOPE
-        }
+        dumped = event.model_dump(mode="json")
+        payload = {key: value for key, value in dumped.items() if key not in ENVELOPE}
+        # The session id is the store's own (checked against _SESSION_ID, and in the file
+        # name): the rule for keys named like `session_id` is for cookies, not for it.
+        own = {key: payload.pop(key) for key in SESSION_OWNED if key in payload}
         with self._lock:
             raw: dict[str, Any] = {"seq": self._seq, "ts": utc_timestamp(), "type": event.type}
             raw.update(redact_obj(payload))
+            raw.update(own)
             raw["prev"] = self._prev
             raw["hash"] = event_hash(raw)
             self._write(encode_line(raw))
