@@ -246,3 +246,17 @@ def test_a_small_context_offers_only_the_readers_when_the_family_leaves_no_room(
     assert names == expected
     room = context - brain.prompt_tokens(body)
     assert MIN_ROOM <= body["max_tokens"] == min(4096, room)
+
+
+def test_a_server_that_does_not_answer_names_the_url_to_check(project: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    done = ask(project, "--base-url", url, "--model", "smollm2", "--json")
+    assert done.returncode == 1, done.stdout
+    answer = json.loads(done.stdout)["answer"]
+    assert f"POST {url}/chat/completions failed after 3 attempts" in answer
+    assert "no HTTP answer came back: check the URL (--base-url" in answer
+    assert "overloaded" not in answer

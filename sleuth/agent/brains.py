@@ -172,6 +172,11 @@ def _advice(status: int | None, key_var: str) -> str:
         return f"Fix: check {key_var}: the server did not accept it."
     if status == 404:
         return "Fix: check --base-url (it ends in /v1 for OpenAI-compatible servers) and --model."
+    if status is None:
+        return (
+            "Fix: no HTTP answer came back: check the URL (--base-url, OPENAI_BASE_URL or "
+            "ANTHROPIC_BASE_URL) and that the server is up and reachable from here."
+        )
     return (
         "Fix: the server is overloaded or failing; try again later, or raise [brain] attempts "
         "in sleuth.toml."
