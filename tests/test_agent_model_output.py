@@ -8,12 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sleuth.agent.brains import OpenAIBrain
 from sleuth.agent.loop import RunResult
 from sleuth.agent.session import start_investigation
 from sleuth.config import Budget, Settings
 from sleuth.tools.registry import ToolContext
-from sleuth.transcripts.events import Event, ToolExecuted
+from sleuth.transcripts.events import ErrorEvent, Event, ToolExecuted
+from sleuth.transcripts.recording import MODEL_OUTPUT
 from sleuth.transcripts.store import load
 from sleuth.transcripts.verify import verify
 from tests.scripted_api import ScriptedAPI, message, text, tool_use
@@ -92,14 +95,54 @@ def test_bad_calls_each_get_a_precise_error_and_the_run_goes_on(
     assert result.status == "unsupported" and result.answer == "I could not read it."
 
 
-def test_a_pseudo_call_written_in_text_runs_nothing_and_ends_unsupported(
+@pytest.mark.parametrize(
+    "babble",
+    [
+        '<tool_call>{"name": "read_json", "arguments": {"path": "config.json"}}</tool_call>',
+        '<tool_call>\n{"name": "checkpoint_summary", "arguments": {\n  "target": "exec',  # cut off
+        'I will call {"name": "read_json", "arguments": {"path": "config.json"}} now.',
+        '<function=read_json>{"path": "config.json"}</function>',
+    ],
+)
+def test_a_pseudo_call_written_in_text_runs_nothing_and_goes_back_to_the_model(
+    ctx: ToolContext, tmp_path: Path, babble: str
+) -> None:
+    # Twice told, then a third pseudo-call ends the run: nothing ran, so nothing grounds.
+    script = [completion(babble)] * 3
+    result, events, api = run(script, ctx, tmp_path)
+    assert result.status == "unsupported" and result.answer == babble
+    assert outputs(events) == {}
+    notices = [e for e in events if isinstance(e, ErrorEvent) and e.where == MODEL_OUTPUT]
+    assert len(notices) == 2 and len(api.requests) == 3
+    told = api.bodies()[1]["messages"][-1]
+    assert told["role"] == "user" and told["content"] == notices[0].message
+    assert notices[0].message.startswith("Nothing was run: your reply wrote a tool call as text")
+    name = "checkpoint_summary" if "checkpoint_summary" in babble else "read_json"
+    assert name in notices[0].message  # the model sees which of its calls did not run
+
+
+def test_a_pseudo_call_then_a_real_one_goes_on_and_resume_rebuilds_the_notice(
     ctx: ToolContext, tmp_path: Path
 ) -> None:
+    from sleuth.agent.history import messages_from_events
+
     babble = '<tool_call>{"name": "read_json", "arguments": {"path": "config.json"}}</tool_call>'
-    result, events, _ = run([completion(babble)], ctx, tmp_path)
-    assert result.status == "unsupported"
-    assert result.answer == babble
-    assert outputs(events) == {}
+    script = [
+        completion(babble),
+        completion(None, ("c1", "read_json", json.dumps({"path": "config.json"}))),
+        completion("It declares one MTP layer."),
+    ]
+    result, events, api = run(script, ctx, tmp_path)
+    assert outputs(events)["c1"].ok
+    assert [m["role"] for m in api.bodies()[2]["messages"]] == [
+        *("system", "user", "assistant", "user", "assistant", "tool")
+    ]
+    # A resume rebuilds the conversation with the notice where the run had it.
+    rebuilt = messages_from_events(events)
+    roles = ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert [m["role"] for m in rebuilt] == roles
+    assert rebuilt[2]["content"][0]["text"] == api.bodies()[1]["messages"][-1]["content"]
+    assert result.status == "unsupported"  # no finding was reported
 
 
 def test_a_model_repeating_one_call_ends_at_the_budget(ctx: ToolContext, tmp_path: Path) -> None:

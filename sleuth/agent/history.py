@@ -3,13 +3,15 @@
 The messages sent to a brain are a pure function of the recorded events: the
 opening user message (question and hosts), then per model turn the assistant's
 content and one user message with that turn's tool results (plus the budget
-notice when the budget ran out), as `transcripts.recording` reads them. A turn
+notice when the budget ran out) or the notice a call written as text got, as
+`transcripts.recording` reads them. A turn
 whose tool calls were not all recorded (a crash mid-turn) is left out, so a
 resumed run repeats it; the completed turns before and after it all stay.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +24,30 @@ CUT_OFF_RESULT = (
     "its input may be incomplete. The next turn has more room: repeat the call if you still "
     "need it, or make it smaller."
 )
+
+
+# A call written in the reply's text: hermes `<tool_call>`, llama/qwen `<function=…>`, or a
+# bare {"name": …, "arguments": …} object. Small local models write these when their server's
+# parser misses them, or when the reply was cut off before the call was complete.
+PSEUDO_CALL = re.compile(
+    r"<tool_call>|<function[=>]|\{\s*\"name\"\s*:\s*\"[\w.-]+\"\s*,\s*\"(?:arguments|parameters)\""
+)
+
+
+def pseudo_call(text: str) -> str | None:
+    """The start of a tool call written as text, or None."""
+    found = PSEUDO_CALL.search(text)
+    return text[found.start() : found.start() + 160] if found else None
+
+
+def output_notice(snippet: str) -> str:
+    """What the model is told when its reply wrote a call as text: nothing ran."""
+    return (
+        f"Nothing was run: your reply wrote a tool call as text ({snippet!r}), or was cut off "
+        "before the call was complete. Make the call through the tools interface, with JSON "
+        "arguments that follow the tool's schema; or, if you are done, report what the "
+        "evidence supports with report_finding."
+    )
 
 
 def opening_message(question: str, hosts: Sequence[HostInfo]) -> Message:
@@ -63,15 +89,16 @@ def messages_from_events(events: Sequence[Event]) -> list[Message]:
     for turn in recording.turns:
         messages.append(assistant_message(turn.event.response.content))
         calls = [call_id for call_id, _, _ in turn.calls]
-        if not calls:
-            continue
         blocks: list[dict[str, Any]] = [
             tool_result_block(c, CUT_OFF_RESULT, True)
             if turn.cut_off
             else tool_result_block(c, turn.results[c].output, not turn.results[c].ok)
             for c in calls
         ]
-        if turn.budget_notice:
+        if turn.output_notice:
+            blocks.append({"type": "text", "text": turn.output_notice})
+        if turn.budget_notice and blocks:
             blocks.append({"type": "text", "text": budget_notice(turn.budget_notice)})
-        messages.append({"role": "user", "content": blocks})
+        if blocks:
+            messages.append({"role": "user", "content": blocks})
     return messages

@@ -29,6 +29,8 @@ from sleuth.agent.history import (
     CUT_OFF_RESULT,
     assistant_message,
     budget_notice,
+    output_notice,
+    pseudo_call,
     tool_result_block,
 )
 from sleuth.agent.protocols import UNPARSED, Brain, BrainError, Message, Observer, Quiet, Request
@@ -52,7 +54,7 @@ from sleuth.transcripts.events import (
     ToolSpec,
     Totals,
 )
-from sleuth.transcripts.recording import CUT_OFF
+from sleuth.transcripts.recording import CUT_OFF, MODEL_OUTPUT
 from sleuth.transcripts.redact import redact
 from sleuth.transcripts.store import TranscriptWriter
 
@@ -93,6 +95,8 @@ class Unsupported(Stop):
 
 
 UNSUPPORTED_NOTE = "unsupported by evidence (no grounded finding)"
+MAX_OUTPUT_NOTICES = 2
+"""Replies that write a call as text get this many notices; the next one ends the run."""
 NO_GROUNDED_FINDING_BEFORE = "no grounded finding before the budget ended the run"
 CONTEXT_FULL = "the conversation fills the model's context window"
 CUT_WHERE = "cut_off"
@@ -133,6 +137,7 @@ class Investigation:
     def __post_init__(self) -> None:
         self.meter = Meter(self.budget, self.price, self.totals)
         self.final_reason: str | None = None
+        self.notices = 0
         self.more_room = False
         self.turn = self.meter.totals.turns
         """The model turn in progress: a finding may quote only calls of earlier turns."""
@@ -226,7 +231,16 @@ class Investigation:
         if not calls and stop != "pause_turn":
             if any(f.grounded for f in self.findings):
                 raise Answered(text)
-            raise Unsupported(text)
+            snippet = pseudo_call(text)
+            if snippet is None or self.notices >= MAX_OUTPUT_NOTICES:
+                raise Unsupported(text)
+            self.notices += 1
+            notice = output_notice(snippet)
+            self.writer.append(ErrorEvent(where=MODEL_OUTPUT, message=notice))
+            self.observer.note(
+                "the reply wrote a tool call as text; nothing ran, the model is told"
+            )
+            self.messages.append({"role": "user", "content": [{"type": "text", "text": notice}]})
         if reason := self.meter.exhausted():
             self.finish(reason)
         return None

@@ -21,6 +21,7 @@ from typing import Any
 
 from sleuth.transcripts.events import (
     BudgetNotice,
+    ErrorEvent,
     Event,
     Finding,
     FindingEvent,
@@ -38,6 +39,10 @@ CUT_OFF = ("max_tokens", "model_context_window_exceeded")
 """Stop reasons that cut a reply short: its tool calls may be half-written and are never run."""
 
 
+MODEL_OUTPUT = "model_output"
+"""ErrorEvent.where for a reply that wrote a call as text; its message is what the model got."""
+
+
 class NotARecording(Exception):
     """The events hold no session_started, so there is nothing to read."""
 
@@ -53,6 +58,8 @@ class Turn:
     findings: list[Finding] = field(default_factory=list)
     budget_notice: str | None = None
     """Set when the budget ran out after this turn's calls: the next turn is the last."""
+    output_notice: str | None = None
+    """What the model was told when this turn wrote a call as text (nothing ran)."""
 
     @property
     def calls(self) -> list[tuple[str, str, dict[str, Any]]]:
@@ -111,6 +118,8 @@ def read(events: Sequence[Event]) -> Recording:
             current.findings.append(event.finding)
         elif isinstance(event, BudgetNotice) and current is not None:
             current.budget_notice = event.reason
+        elif isinstance(event, ErrorEvent) and event.where == MODEL_OUTPUT and current is not None:
+            current.output_notice = event.message
         elif isinstance(event, SessionEnded):
             status = event.status
     if current is not None:
