@@ -114,11 +114,12 @@ def main() -> None:
         f"(longest run {s['wall_s_max']} s):",
         "",
         "| runs | crashes | transcripts verified | statuses | tool calls | invalid calls "
-        "(validation errors returned) | other failed calls | findings | grounded | "
-        "kept as grounded without a grounded quote |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "(validation errors returned) | other failed calls | calls written as text (told "
+        "nothing ran) | findings | grounded | kept as grounded without a grounded quote |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
         f"| {s['runs']} | {s['crashes']} | {s['verified']} | {statuses} | {s['tool_calls']} "
-        f"| {s['invalid_calls']} | {s['other_failed_calls']} | {s['findings']} "
+        f"| {s['invalid_calls']} | {s['other_failed_calls']} | {s['text_calls']} "
+        f"| {s['findings']} "
         f"| {s['grounded_findings']} | {s['ungrounded_marked_grounded']} |",
         "",
         f"Prompt tokens per turn (server-counted) against the {SMALL_CONTEXT:,}-token context:",

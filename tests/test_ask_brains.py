@@ -260,3 +260,34 @@ def test_a_server_that_does_not_answer_names_the_url_to_check(project: Path) -> 
     assert f"POST {url}/chat/completions failed after 3 attempts" in answer
     assert "no HTTP answer came back: check the URL (--base-url" in answer
     assert "overloaded" not in answer
+
+
+def test_the_servers_count_of_the_last_prompt_fits_the_next_turn(
+    project: Path, tmp_path: Path
+) -> None:
+    # The server counts the first prompt (1,000 tokens, by its own tokenizer); the second
+    # request's room is that count plus a high-side estimate of what was added since, not a
+    # whole-prompt estimate again.
+    from sleuth.agent.brains import CHARS_PER_TOKEN, OpenAIBrain, _prompt_chars
+    from sleuth.agent.session import start_investigation
+    from sleuth.config import HostConfig, Settings
+    from sleuth.tools.connect import build_context
+
+    models = [{"id": "smollm2", "max_model_len": 4096}]
+    script = [
+        message(tool_use("c1", "read_json", path="config.json"), input_tokens=1000),
+        message(text("done"), input_tokens=1100),
+    ]
+    settings = Settings(hosts={"local": HostConfig(roots=[str(project)])})
+    ctx = build_context(settings, [])
+    with ScriptedAPI(script, flavour="openai", models=models) as api:
+        brain = OpenAIBrain("smollm2", base_url=api.url)
+        brain.probe()
+        start_investigation("Is MTP declared?", brain, ctx, settings, tmp_path / "t").run()
+    ctx.close()
+    first, second = (r.body for r in api.requests[1:])
+    added = _prompt_chars(second) - _prompt_chars(first)
+    expected_prompt = 1000 + -(-added * 11 // int(CHARS_PER_TOKEN * 10)) + 16
+    assert second["max_tokens"] == 4096 - expected_prompt
+    whole_prompt_estimate = -(-_prompt_chars(second) * 11 // 30) + 64
+    assert second["max_tokens"] > 4096 - whole_prompt_estimate  # more room than before

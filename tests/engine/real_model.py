@@ -30,12 +30,14 @@ from sleuth.agent.session import start_investigation
 from sleuth.config import Budget, HostConfig, Settings, ToolChoice
 from sleuth.tools.connect import build_context
 from sleuth.transcripts.events import (
+    ErrorEvent,
     FindingEvent,
     ModelTurn,
     SessionEnded,
     SessionStatus,
     ToolExecuted,
 )
+from sleuth.transcripts.recording import MODEL_OUTPUT
 from sleuth.transcripts.store import load
 from sleuth.transcripts.verify import verify
 from tests.engine.conftest import free_port
@@ -85,6 +87,8 @@ class RunTally:
     invalid_calls: int = 0
     """Calls answered with an invalid_input error (bad arguments, unknown tool, not JSON)."""
     other_failed_calls: int = 0
+    text_calls: int = 0
+    """Replies that wrote a call as text (or were cut off mid-call), told that nothing ran."""
     findings: int = 0
     grounded_findings: int = 0
     ungrounded_marked_grounded: int = 0
@@ -216,6 +220,8 @@ def read_transcript(tally: RunTally, path: Path) -> None:
                 tally.grounded_findings += 1
                 if not all(e.grounded for e in finding.evidence) or not finding.evidence:
                     tally.ungrounded_marked_grounded += 1
+        elif isinstance(event, ErrorEvent) and event.where == MODEL_OUTPUT:
+            tally.text_calls += 1
         elif isinstance(event, SessionEnded):
             tally.status = event.status
 
@@ -246,6 +252,7 @@ def summary(tallies: list[RunTally]) -> dict[str, object]:
         "tool_calls": sum(t.tool_calls for t in tallies),
         "invalid_calls": sum(t.invalid_calls for t in tallies),
         "other_failed_calls": sum(t.other_failed_calls for t in tallies),
+        "text_calls": sum(t.text_calls for t in tallies),
         "findings": sum(t.findings for t in tallies),
         "grounded_findings": sum(t.grounded_findings for t in tallies),
         "ungrounded_marked_grounded": sum(t.ungrounded_marked_grounded for t in tallies),
