@@ -4,9 +4,9 @@ The messages sent to a brain are a pure function of the recorded events: the
 opening user message (question and hosts), then per model turn the assistant's
 content and one user message with that turn's tool results (plus the budget
 notice when the budget ran out) or the notice a call written as text got, as
-`transcripts.recording` reads them. A turn
-whose tool calls were not all recorded (a crash mid-turn) is left out, so a
-resumed run repeats it; the completed turns before and after it all stay.
+`transcripts.recording` reads them. A turn whose tool calls were not all
+recorded (a crash mid-turn) is left out, so a resumed run repeats it; the
+completed turns before and after it all stay.
 """
 
 from __future__ import annotations
