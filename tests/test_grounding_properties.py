@@ -6,7 +6,7 @@ of a successful call's output, read in an earlier turn, always does.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from sleuth.agent.findings import MIN_CHARS, CallRecord, ground_quote, normalise
@@ -44,6 +44,9 @@ def test_an_echo_of_an_argument_never_grounds(value: str, prefix: str, data: st.
     norm = normalise(value)
     start = data.draw(st.integers(0, len(norm) - 1))
     quote = norm[start:].strip() or norm
+    # The second line is real output, not an echo: a quote it holds may ground (found by a
+    # fresh-clone CI run: "0" from "a00:0" for a claim naming a00).
+    assume(quote not in normalise(prefix))
     call = _call(output, {"host": "local", "pattern": value, "path": "/srv"})
     verdict = ground_quote(quote, call, claim=f"{value} is set", turn=2)
     assert not verdict.grounded, (quote, output)
