@@ -166,3 +166,26 @@ def test_babble_without_tools_is_unsupported_and_required_only_on_the_first_turn
     result, _, api = run(script, ctx, tmp_path)
     assert result.status == "unsupported"
     assert [b["tool_choice"] for b in api.bodies()] == ["required", "auto"]
+
+
+def test_a_resumed_run_keeps_counting_the_notices_it_already_gave(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    from sleuth.agent.resume import resume_investigation
+
+    babble = '<tool_call>{"name": "read_json", "arguments": {"path": "config.json"}}</tool_call>'
+    result, events, _ = run(
+        [completion(babble), completion(babble), completion("?")], ctx, tmp_path
+    )
+    path = Path(result.transcript)
+    # Killed after the second notice: the last turn and the end were never written.
+    lines = path.read_text().splitlines(keepends=True)
+    second = [i for i, e in enumerate(events) if isinstance(e, ErrorEvent)][1]
+    path.write_text("".join(lines[: second + 1]))
+    with ScriptedAPI([completion(babble), completion(babble)], flavour="openai") as api:
+        brain = OpenAIBrain("smollm2", base_url=api.url, tool_choice="required")
+        resumed = resume_investigation(path, ctx, Settings(), brain=brain).run()
+    # Two notices were given before the kill: the third pseudo-call ends the run.
+    assert len(api.requests) == 1
+    assert resumed.status == "unsupported" and resumed.answer == babble
+    assert verify(path).ok

@@ -133,6 +133,8 @@ def resume_investigation(
     )
     _restore_outputs(inv, recording)
     inv.final_reason = recording.budget_notice
+    # The notices for calls written as text are a per-run budget, not per process.
+    inv.notices = sum(1 for turn in recording.turns if turn.output_notice)
     return inv
 
 
