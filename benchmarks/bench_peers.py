@@ -52,8 +52,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench_support import realtime_prefix, synthetic_server, train_tokenizer  # noqa: E402
 
-from sleuth.tools.benchmetrics import summarise  # noqa: E402
-from sleuth.tools.remote import program  # noqa: E402
+from sleuth.hosts.program import program  # noqa: E402
+from sleuth.tools.bench.metrics import summarise  # noqa: E402
 
 MODEL = "truth"
 TTFT_MS, ITL_MS, OUTPUT = 200.0, 20.0, 50
@@ -491,7 +491,7 @@ QUIRKS = """How the peers were set up, and what they do that bears on the number
   fails as a bad repo id), so it is given the tokenizer as a cache entry of its own. It
   runs a dozen service processes, which is most of its CPU.
 - Sleuth: the load generator program `sleuth bench` sends to a host
-  (sleuth/tools/remote/loadgen.py), run locally with this Python (uvloop and orjson
+  (sleuth/hosts/program/loadgen.py), run locally with this Python (uvloop and orjson
   present), `--tokenizer` the same folder, `-c C --num-prompts N --input-len 32
   --output-len 50`; its TTFT is the time to the first token, role frame or not.
 - All four get the same tokenizer, trained offline by tests/bench_support.py, with a

@@ -18,9 +18,10 @@ from typing import Any
 
 from benchmarks.checkpoint_summary import ssh_context
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 from tests.sshd import SSHServer
 

@@ -21,10 +21,11 @@ from typing import Any
 from safetensors import safe_open
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
-from sleuth.tools.ssh import SSHHost
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.ssh import SSHHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 from tests.sshd import SSHServer, free_port
 

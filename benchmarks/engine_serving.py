@@ -27,9 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sleuth.config import HostConfig, Limits  # noqa: E402
-from sleuth.tools.hosts import LocalHost  # noqa: E402
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, SandboxedHost  # noqa: E402
-from sleuth.tools.registry import ToolContext, execute  # noqa: E402
+from sleuth.hosts.host import LocalHost  # noqa: E402
+from sleuth.hosts.policy import SandboxedHost  # noqa: E402
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest  # noqa: E402
+from sleuth.tools.context import ToolContext  # noqa: E402
+from sleuth.tools.registry import execute  # noqa: E402
 from tests.engine.conftest import free_port  # noqa: E402
 from tests.engine.engine_env import TORCH_VERSION, VLLM_VERSION, EngineEnv  # noqa: E402
 

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench_support import free_port, realtime_prefix  # noqa: E402
 
-from sleuth.tools.benchmetrics import summarise  # noqa: E402
-from sleuth.tools.remote import program  # noqa: E402
+from sleuth.hosts.program import program  # noqa: E402
+from sleuth.tools.bench.metrics import summarise  # noqa: E402
 
 ITL_MS = 2.0
 TOKENS = 1000
@@ -322,7 +322,7 @@ def main() -> None:
     sources = {"this version": program("loadgen.py")}
     if args.baseline:
         sources[f"baseline {args.baseline}"] = subprocess.run(
-            ["git", "show", f"{args.baseline}:sleuth/tools/remote/loadgen.py"],
+            ["git", "show", f"{args.baseline}:sleuth/hosts/program/loadgen.py"],
             cwd=ROOT,
             check=True,
             capture_output=True,

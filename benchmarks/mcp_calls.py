@@ -25,9 +25,10 @@ import anyio
 from mcp import Client
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
-from sleuth.tools.ssh import SSHHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.ssh import SSHHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from tests.mcp_support import CLIENT, McpProject, mcp_server_pid
 from tests.sshd import SSHServer, missing_reason
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from benchmarks.ssh_calls import WARMUP, connect, median_ms, table, timings
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
-from sleuth.tools.ssh import SSHHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.ssh import SSHHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from tests.sshd import SSHServer, missing_reason
 
 MIB = 1 << 20

@@ -22,7 +22,8 @@ from sleuth.agent.protocols import BrainReply, Request
 from sleuth.agent.replay import replay
 from sleuth.agent.session import tool_specs
 from sleuth.config import Budget
-from sleuth.tools.registry import ApprovalHook, ToolContext
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import ApprovalHook
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import ContentBlock, ModelResponse, SessionStarted, Usage
 from sleuth.transcripts.store import TranscriptWriter, load

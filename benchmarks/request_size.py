@@ -20,7 +20,7 @@ from typing import Any
 from sleuth.agent.brains import AnthropicBrain, OpenAIBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Settings
-from sleuth.tools.connect import build_context
+from sleuth.tools.context import build_context
 from tests.scripted_api import ScriptedAPI, finding, message, text, tool_use
 
 QUESTION = "Does the checkpoint in this folder declare MTP heads?"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sleuth.tools.ssh import SSHHost
+from sleuth.hosts.ssh import SSHHost
 from tests.sshd import SSHServer, missing_reason
 
 WARMUP = 10

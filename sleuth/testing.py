@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the plugin loads in every pytest run; keep its import cheap
     from sleuth.agent.protocols import Brain
     from sleuth.agent.replay import ReplayResult
     from sleuth.config import Settings
-    from sleuth.tools.registry import ToolContext
+    from sleuth.tools.context import ToolContext
 
 RECORD_FLAG = "--sleuth-record"
 DIR_FLAG = "--sleuth-transcripts"

@@ -14,8 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sleuth.tools.benchmetrics import BenchReport, ClientLimits, Slo, parse_lines, summarise
-from sleuth.tools.remote import program
+from sleuth.hosts.program import program
+from sleuth.tools.bench.metrics import (
+    BenchReport,
+    ClientLimits,
+    Slo,
+    parse_lines,
+    summarise,
+)
 
 SERVER = Path(__file__).with_name("streaming_server.py")
 
@@ -135,7 +141,7 @@ def train_tokenizer(folder: Path) -> Path:
     vocabulary plus other text, saved as folder/tokenizer.json like a model's."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from sleuth.tools.remote.loadgen import VOCAB
+    from sleuth.hosts.program.loadgen import VOCAB
 
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 from safetensors.numpy import save_file
 
-from sleuth.tools.remote.checkpoint_probe import DTYPE_BITS
+from sleuth.hosts.program.checkpoint_probe import DTYPE_BITS
 
 Spec = tuple[str, list[int]]
 """(dtype, shape) of one tensor."""

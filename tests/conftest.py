@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import Approver, SandboxedHost, deny_all
-from sleuth.tools.registry import ToolContext
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.approval import Approver, deny_all
+from sleuth.tools.context import ToolContext
 from tests.sshd import SSHServer, missing_reason
 
 SandboxFactory = Callable[..., SandboxedHost]
@@ -50,7 +51,7 @@ def sshd_no_sftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer
 
 @pytest.fixture
 def ssh_host_factory(sshd: SSHServer, tmp_path: Path) -> Iterator[SandboxFactory]:
-    from sleuth.tools.ssh import SSHHost
+    from sleuth.hosts.ssh import SSHHost
 
     made: list[SSHHost] = []
 

@@ -25,7 +25,7 @@ from sleuth.agent.playbooks import PlaybookBrain  # noqa: E402
 from sleuth.config import Budget, HostConfig, Settings  # noqa: E402
 from sleuth.demo_deployment import build_demo  # noqa: E402
 from sleuth.testing import record  # noqa: E402
-from sleuth.tools.connect import build_context  # noqa: E402
+from sleuth.tools.context import build_context  # noqa: E402
 
 OUT = HERE.parent / "transcripts"
 ROOT = Path("/tmp/sleuth-reference/deploy")

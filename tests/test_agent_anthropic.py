@@ -17,8 +17,8 @@ from sleuth.agent.loop import RunResult
 from sleuth.agent.session import start_investigation
 from sleuth.config import Budget, HostConfig, Settings
 from sleuth.tools import registry
-from sleuth.tools.connect import build_context
-from sleuth.tools.registry import ToolContext, ToolInput, tool
+from sleuth.tools.context import ToolContext, build_context
+from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import Event, ModelTurn, ToolExecuted
 from sleuth.transcripts.redact import clear_registered_secrets

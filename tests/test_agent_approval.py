@@ -10,9 +10,9 @@ import pytest
 from sleuth.cli.common import approver
 from sleuth.config import HostConfig, Settings
 from sleuth.tools import registry
-from sleuth.tools.connect import build_context
-from sleuth.tools.policy import ApprovalRequest
-from sleuth.tools.registry import ToolContext, ToolInput, tool
+from sleuth.tools.approval import ApprovalRequest
+from sleuth.tools.context import ToolContext, build_context
+from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
 from tests.scripted_api import ScriptedAPI, message, text, tool_use

@@ -16,7 +16,7 @@ import pytest
 from sleuth.agent.brains import AnthropicBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import Settings
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import SessionStarted, ToolExecuted
 from sleuth.transcripts.store import load
 from tests.scripted_api import ScriptedAPI, finding, message, text, tool_use

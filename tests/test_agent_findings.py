@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sleuth.agent.findings import CallRecord, Grounder, ground_quote, summarise
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import FindingEvent, ToolExecuted
 from tests.scripted_api import ScriptedAPI, finding, message, text, tool_use
 from tests.test_agent_anthropic import ctx, run, workspace

@@ -14,7 +14,7 @@ from sleuth.agent.brains import OpenAIBrain
 from sleuth.agent.loop import RunResult
 from sleuth.agent.session import start_investigation
 from sleuth.config import Budget, Settings
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import ErrorEvent, Event, ToolExecuted
 from sleuth.transcripts.recording import MODEL_OUTPUT
 from sleuth.transcripts.store import load

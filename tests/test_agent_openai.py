@@ -12,7 +12,7 @@ from sleuth.agent.brains import OpenAIBrain, select_brain
 from sleuth.agent.protocols import BrainError, Request
 from sleuth.agent.session import start_investigation
 from sleuth.config import Settings
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import ModelTurn
 from sleuth.transcripts.store import load
 from tests.scripted_api import GARBAGE, RESET, ScriptedAPI, message, status, text

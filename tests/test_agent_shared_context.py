@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from sleuth.agent.loop import RunResult
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.transcripts.events import ApprovalEvent
 from sleuth.transcripts.store import load
 from tests.scripted_api import ScriptedAPI, message, text, tool_use

@@ -11,15 +11,11 @@ from typing import Any
 import pytest
 
 from sleuth.config import ApprovalRules, ConfigError, HostConfig, Limits, load_settings
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import (
-    ApprovalDecision,
-    ApprovalRequest,
-    Fallback,
-    SandboxedHost,
-    approver_for,
-)
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Fallback, approver_for
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 
 ALLOW = ["launch_server", "stop_server", "run_benchmark"]
 SGLANG = ["python3", "-m", "sglang.launch_server"]

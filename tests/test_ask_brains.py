@@ -271,7 +271,7 @@ def test_the_servers_count_of_the_last_prompt_fits_the_next_turn(
     from sleuth.agent.brains import CHARS_PER_TOKEN, OpenAIBrain, _prompt_chars
     from sleuth.agent.session import start_investigation
     from sleuth.config import HostConfig, Settings
-    from sleuth.tools.connect import build_context
+    from sleuth.tools.context import build_context
 
     models = [{"id": "smollm2", "max_model_len": 4096}]
     script = [

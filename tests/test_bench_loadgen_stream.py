@@ -23,8 +23,8 @@ from bench_support import free_port
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sleuth.tools.remote import program
-from sleuth.tools.remote.loadgen import TOKEN_RE, estimate_tokens
+from sleuth.hosts.program import program
+from sleuth.hosts.program.loadgen import TOKEN_RE, estimate_tokens
 
 WORDS = [" the", " cat", ",", " sat", " on the", " mat", ".", " don't", " 42"]
 PIECE_GAP_S = 0.001

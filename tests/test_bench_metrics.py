@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from bench_support import bench, run_loadgen, synthetic_server
 
-from sleuth.tools.benchmetrics import RequestRecord, Slo, parse_lines, tpot
-from sleuth.tools.remote.loadgen import make_prompt, poisson_schedule
+from sleuth.hosts.program.loadgen import make_prompt, poisson_schedule
+from sleuth.tools.bench.metrics import RequestRecord, Slo, parse_lines, tpot
 
 PER_REQUEST_MS = 5.0
 MEAN_MS = 2.0
@@ -90,7 +90,7 @@ def test_a_ttft_itl_tpot_e2e_match_the_server(server: str, tmp_path: Path) -> No
 
 
 def bench_from(lines: list[str], slo: Slo | None = None):  # type: ignore[no-untyped-def]
-    from sleuth.tools.benchmetrics import summarise
+    from sleuth.tools.bench.metrics import summarise
 
     return summarise(lines, slo)
 

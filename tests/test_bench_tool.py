@@ -13,9 +13,11 @@ import pytest
 from bench_support import synthetic_server
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 
 PROFILES = {"fast": {"ttft_ms": 30, "itl_ms": 5, "tokens_per_chunk": 2}}
 
@@ -159,7 +161,7 @@ def test_api_key_reaches_the_remote_load_generator_on_stdin_never_in_ps(
     import subprocess
     import threading
 
-    from sleuth.tools.bench import RunBenchmarkInput, benchmark
+    from sleuth.tools.bench.run_benchmark import RunBenchmarkInput, benchmark
 
     key = "sk-remote-9c1e77b0f3a2d4"
     ctx = make_context([str(tmp_path)], allow=["run_benchmark"], approver=approve)

@@ -16,9 +16,9 @@ import jsonschema
 import pytest
 from bench_support import bench, free_port, run_loadgen, synthetic_server, train_tokenizer
 
-from sleuth.tools.benchcompare import compare
-from sleuth.tools.benchmetrics import parse_lines
-from sleuth.tools.remote.loadgen import arrival_schedule
+from sleuth.hosts.program.loadgen import arrival_schedule
+from sleuth.tools.bench.compare import compare
+from sleuth.tools.bench.metrics import parse_lines
 from sleuth.transcripts.verify import verify
 
 PROFILES = {

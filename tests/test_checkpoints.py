@@ -12,10 +12,11 @@ import pytest
 from safetensors import safe_open
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
-from sleuth.tools.remote.checkpoint_probe import _is_aux, group_names
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.program.checkpoint_probe import _is_aux, group_names
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 
 

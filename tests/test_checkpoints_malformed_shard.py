@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 
 

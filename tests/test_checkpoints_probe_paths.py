@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sleuth.tools.remote import checkpoint_probe as probe
+from sleuth.hosts.program import checkpoint_probe as probe
 from tests import checkpoint_fixtures as fx
 
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from sleuth.tools.registry import ToolContext, execute
-from sleuth.tools.ssh import SSHHost
+from sleuth.hosts.ssh import SSHHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 from tests.test_checkpoints import big_checkpoint, metadata_bytes
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from sleuth.tools.diagnose import diagnose, split_lines
+from sleuth.tools.serving.diagnose import diagnose, split_lines
 
 CORPUS: list[tuple[str, str, str, str]] = [
     (

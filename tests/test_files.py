@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import PolicyError, SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import PolicyError, SandboxedHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 
 ODD_NAMES = [
     "name with spaces.txt",

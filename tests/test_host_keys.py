@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.tools.errors import ErrorKind
-from sleuth.tools.hosts import HostError
-from sleuth.tools.ssh import HostKeyError, SSHHost, read_known_hosts
+from sleuth.errors import ErrorKind
+from sleuth.hosts.host import HostError
+from sleuth.hosts.ssh import HostKeyError, SSHHost, read_known_hosts
 from tests.sshd import SSHServer, free_port, keygen
 
 

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.errors import ErrorKind
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
-from sleuth.tools.ssh import NO_SFTP, SSHHost
+from sleuth.errors import ErrorKind
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.ssh import NO_SFTP, SSHHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 from tests.sshd import SSHServer
 

@@ -17,9 +17,10 @@ from sleuth.agent.playbooks import PlaybookBrain, Question, route
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Limits, Settings
 from sleuth.demo_deployment import build_demo
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, SandboxedHost
-from sleuth.tools.registry import ToolContext
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
 from sleuth.transcripts.store import load
 from sleuth.transcripts.verify import verify

@@ -19,7 +19,7 @@ from sleuth.agent.protocols import BrainReply, Request
 from sleuth.agent.replay import read_recording, replay
 from sleuth.agent.session import start_investigation
 from sleuth.config import Settings
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import ModelResponse, ToolExecuted
 from sleuth.transcripts.store import TranscriptWriter, load
 from sleuth.transcripts.verify import verify
@@ -158,7 +158,7 @@ def test_a_redriven_brain_that_calls_differently_stops_the_replay_with_the_input
     workspace: Path, tmp_path: Path
 ) -> None:
     from sleuth.config import HostConfig
-    from sleuth.tools.connect import build_context
+    from sleuth.tools.context import build_context
 
     settings = Settings(hosts={"local": HostConfig(roots=[str(workspace)])})
     path = record(build_context(settings, []), tmp_path / "t", host="local")
@@ -179,7 +179,7 @@ def test_a_crashed_recording_replays_up_to_where_it_stopped(
     workspace: Path, tmp_path: Path
 ) -> None:
     from sleuth.config import HostConfig
-    from sleuth.tools.connect import build_context
+    from sleuth.tools.context import build_context
 
     settings = Settings(hosts={"local": HostConfig(roots=[str(workspace)])})
     path = record(build_context(settings, []), tmp_path / "t", host="local")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 
 
 @pytest.fixture

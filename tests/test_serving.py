@@ -22,11 +22,13 @@ from typing import Any
 import pytest
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.engines import LaunchOptions, Speculative, build_argv
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from sleuth.tools.results import ToolError, ToolResult
+from sleuth.tools.serving.engines import LaunchOptions, Speculative, build_argv
 
 SERVER = str(Path(__file__).with_name("streaming_server.py"))
 READY_LINE = "The server is fired up and ready to roll!"
@@ -64,7 +66,7 @@ VLLM_DOCUMENTED = {
     "--speculative-config",
 }
 
-# Start-up lines as the engines print them (see MILESTONES in sleuth/tools/serving.py).
+# Start-up lines as the engines print them (see MILESTONES in tools/serving/).
 MILESTONE_LINES = {
     "sglang": [
         "[2026-01-01 00:00:01 TP0] Load weight end. type=Qwen3_5MoeForConditionalGeneration, "

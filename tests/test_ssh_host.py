@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.tools.errors import ErrorKind
-from sleuth.tools.hosts import HostError, LocalHost
-from sleuth.tools.ssh import NO_SFTP, SSHHost
+from sleuth.errors import ErrorKind
+from sleuth.hosts.host import HostError, LocalHost
+from sleuth.hosts.ssh import NO_SFTP, SSHHost
 from tests.sshd import SSHServer
 
 

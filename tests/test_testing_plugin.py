@@ -19,7 +19,7 @@ from pathlib import Path
 from sleuth.agent.protocols import BrainReply
 from sleuth.config import HostConfig, Settings
 from sleuth.testing import replay
-from sleuth.tools.connect import build_context
+from sleuth.tools.context import build_context
 from sleuth.transcripts.events import ModelResponse
 
 ROOT = Path(__file__).parent / "deploy"

@@ -14,10 +14,10 @@ from sleuth.agent.brains import AnthropicBrain
 from sleuth.agent.protocols import Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Settings
+from sleuth.errors import ErrorKind
 from sleuth.tools import registry
-from sleuth.tools.connect import build_context
-from sleuth.tools.errors import ErrorKind
-from sleuth.tools.registry import ToolContext, ToolInput, execute, tool
+from sleuth.tools.context import ToolContext, build_context
+from sleuth.tools.registry import ToolInput, execute, tool
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import ErrorEvent, ToolExecuted
 from sleuth.transcripts.store import load

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sleuth.tools.errors import ErrorKind
+from sleuth.errors import ErrorKind
 from sleuth.transcripts.events import Evidence, Finding, ToolSpec, Verdict
 from sleuth.transcripts.recording import REPORT_FINDING as REPORT_FINDING
 

@@ -36,9 +36,10 @@ from sleuth.agent.history import (
 from sleuth.agent.protocols import UNPARSED, Brain, BrainError, Message, Observer, Quiet, Request
 from sleuth.agent.records import approval_event, tool_event
 from sleuth.config import Budget, ModelPrice
-from sleuth.tools.errors import ErrorKind
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest
-from sleuth.tools.registry import ApprovalHook, ToolContext, execute
+from sleuth.errors import ErrorKind
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import ApprovalHook, execute
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
     BudgetNotice,

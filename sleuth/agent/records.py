@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
 from sleuth.transcripts.redact import redact

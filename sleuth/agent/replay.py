@@ -38,7 +38,8 @@ from sleuth.agent.loop import Investigation, Stop
 from sleuth.agent.protocols import Brain, BrainReply, Request
 from sleuth.agent.session import sha256_of, tool_specs, tools_hash
 from sleuth.config import Budget, Settings
-from sleuth.tools.registry import ApprovalHook, ToolContext, execute
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import ApprovalHook, execute
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
     Event,

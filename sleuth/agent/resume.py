@@ -30,7 +30,7 @@ from sleuth.agent.protocols import Brain, Observer, Quiet
 from sleuth.agent.replay import read_recording
 from sleuth.agent.session import describe_hosts, versions
 from sleuth.config import Budget, Settings
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import SessionStarted
 from sleuth.transcripts.recording import Recording
 from sleuth.transcripts.store import TranscriptWriter, load

@@ -22,8 +22,9 @@ from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
 from sleuth.agent.records import tool_event
 from sleuth.config import Settings
-from sleuth.tools.errors import HostError
-from sleuth.tools.registry import ToolContext, all_tools
+from sleuth.errors import HostError
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import all_tools
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
     HostInfo,

@@ -34,7 +34,7 @@ from sleuth.cli.common import (
 from sleuth.cli.servers_cmd import launched_by_run, print_left_running
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.outputs import AskOutput
-from sleuth.tools.connect import build_context
+from sleuth.tools.context import build_context
 
 HostsOption = typer.Option(None, "--host", "-H", help="Host to investigate (repeat).")
 TranscriptsOption = typer.Option(

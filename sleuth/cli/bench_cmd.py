@@ -28,13 +28,13 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import LOCAL, ConfigError
+from sleuth.hosts.host import HostError
 from sleuth.outputs import BenchOutput
-from sleuth.tools.bench import BenchRun, RunBenchmarkInput, benchmark, warnings
-from sleuth.tools.benchcompare import CompareError, CompareReport, compare, is_stat
-from sleuth.tools.benchmetrics import Dist, PhaseMetrics, parse_lines
-from sleuth.tools.benchreport import render_html
-from sleuth.tools.connect import build_context
-from sleuth.tools.hosts import HostError
+from sleuth.tools.bench.compare import CompareError, CompareReport, compare, is_stat
+from sleuth.tools.bench.metrics import Dist, PhaseMetrics, parse_lines
+from sleuth.tools.bench.report import render_html
+from sleuth.tools.bench.run_benchmark import BenchRun, RunBenchmarkInput, benchmark, warnings
+from sleuth.tools.context import build_context
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import register_secret
 from sleuth.transcripts.store import TranscriptError

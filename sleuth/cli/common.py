@@ -21,7 +21,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from sleuth.config import ConfigError, Settings, load_settings
-from sleuth.tools.policy import ApprovalRequest, Approver, approver_for
+from sleuth.tools.approval import ApprovalRequest, Approver, approver_for
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_BUDGET = 0, 1, 2, 3
 EXIT_REFUSED = EXIT_BUDGET

@@ -29,8 +29,7 @@ from sleuth.cli.common import (
 )
 from sleuth.config import CONFIG_NAME, load_settings
 from sleuth.demo_deployment import build_demo
-from sleuth.tools.connect import build_context
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.context import ToolContext, build_context
 from sleuth.transcripts.verify import verify
 
 DEPLOYMENT, TRANSCRIPTS = "deployment", "transcripts"

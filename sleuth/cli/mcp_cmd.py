@@ -19,8 +19,8 @@ from sleuth.mcp.transport import (
     serve_http,
     serve_stdio,
 )
-from sleuth.tools.connect import build_context
-from sleuth.tools.policy import approver_for
+from sleuth.tools.approval import approver_for
+from sleuth.tools.context import build_context
 
 
 def register(app: typer.Typer) -> None:

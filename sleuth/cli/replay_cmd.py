@@ -34,8 +34,7 @@ from sleuth.cli.common import (
 from sleuth.config import LOCAL, ConfigError, Settings
 from sleuth.mcp.replay import is_mcp_session, replay_session
 from sleuth.outputs import ReplayOutput
-from sleuth.tools.connect import build_context
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.context import ToolContext, build_context
 from sleuth.transcripts.store import TranscriptError
 
 TranscriptArg = Annotated[Path, typer.Argument(help="A transcript file (.jsonl).")]

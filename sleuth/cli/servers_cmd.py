@@ -23,9 +23,9 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import ConfigError
-from sleuth.tools.connect import build_context
-from sleuth.tools.registry import ToolContext, execute
-from sleuth.tools.serving import stop_command
+from sleuth.tools.context import ToolContext, build_context
+from sleuth.tools.registry import execute
+from sleuth.tools.serving.serving_tools import stop_command
 
 
 def register(app: typer.Typer) -> None:

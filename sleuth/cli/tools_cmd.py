@@ -27,10 +27,10 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import ConfigError, Settings
+from sleuth.errors import ErrorKind, HostError, ToolError
 from sleuth.outputs import ToolOutput
-from sleuth.tools.connect import build_context
-from sleuth.tools.errors import ErrorKind, HostError, ToolError
-from sleuth.tools.policy import approver_for
+from sleuth.tools.approval import approver_for
+from sleuth.tools.context import build_context
 from sleuth.tools.registry import all_tools, execute, get_tool, validation_text
 from sleuth.transcripts.redact import redact_obj
 from sleuth.transcripts.store import TranscriptError

@@ -19,7 +19,7 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver
 from sleuth.tools.registry import all_tools
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import redact

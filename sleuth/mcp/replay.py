@@ -28,7 +28,8 @@ from sleuth.agent.replay import (  # the one recheck and diff a replay uses (age
     _recheck,
 )
 from sleuth.mcp.session import BRAIN
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from sleuth.transcripts.events import (
     Finding,
     FindingEvent,

@@ -34,8 +34,8 @@ from sleuth.config import Settings
 from sleuth.mcp import resources
 from sleuth.mcp.approval import approver_for_call, pending_approval
 from sleuth.mcp.session import CallOutcome, ClientInfo, McpSession
-from sleuth.tools.policy import Approver
-from sleuth.tools.registry import ToolContext
+from sleuth.tools.approval import Approver
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import Finding
 
 FINDING_SCHEMA = Finding.model_json_schema()

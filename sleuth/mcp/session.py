@@ -33,8 +33,9 @@ from pydantic import BaseModel
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder, summarise
 from sleuth.agent.records import approval_event, tool_event
 from sleuth.agent.session import describe_hosts, new_session_id, tool_specs, versions
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, Approver
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from sleuth.transcripts.events import (
     Event,
     Finding,

@@ -23,31 +23,24 @@ import time
 import traceback
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sleuth.config import Limits
-from sleuth.tools.errors import ErrorKind, HostError
-from sleuth.tools.policy import (
-    ApprovalDecision,
-    ApprovalRequest,
-    Approver,
-    PolicyError,
-    SandboxedHost,
-    deny_all,
-)
+from sleuth.errors import ErrorKind, HostError
+from sleuth.hosts.policy import PolicyError
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
+from sleuth.tools.context import ToolContext
 from sleuth.tools.results import ToolError, ToolResult
 
 TOOL_MODULES = (
-    "sleuth.tools.files",
-    "sleuth.tools.checkpoints",
-    "sleuth.tools.capacity",
-    "sleuth.tools.environment",
-    "sleuth.tools.serving",
-    "sleuth.tools.bench",
+    "sleuth.tools.files.file_tools",
+    "sleuth.tools.checkpoints.checkpoint_tools",
+    "sleuth.tools.capacity.capacity_plan",
+    "sleuth.tools.environment.env_tools",
+    "sleuth.tools.serving.serving_tools",
+    "sleuth.tools.bench.run_benchmark",
 )
 
 
@@ -56,35 +49,6 @@ class ToolInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     host: str = Field("local", description="Name of the host to act on; 'local' always exists.")
-
-
-@dataclass
-class ToolContext:
-    """What a running tool may reach: its hosts (sandboxed), limits and the approver."""
-
-    hosts: dict[str, SandboxedHost]
-    limits: Limits = field(default_factory=Limits)
-    approver: Approver = deny_all
-    on_approval: Callable[[ApprovalRequest, ApprovalDecision], None] | None = None
-    """Hears every approval decision made through this context (all runs that share it)."""
-    results_dir: Path = Path("bench-results")
-    """Where tools save files on this machine (benchmark records); never a model's choice."""
-
-    def close(self) -> None:
-        """Close every host's connection."""
-        for sandbox in self.hosts.values():
-            sandbox.host.close()
-
-    def host(self, name: str) -> SandboxedHost:
-        try:
-            return self.hosts[name]
-        except KeyError:
-            known = ", ".join(sorted(self.hosts)) or "(none)"
-            raise ToolError(
-                f"unknown host {name!r}; known hosts: {known}. Add [hosts.{name}] to sleuth.toml "
-                f"or pass --host {name}",
-                ErrorKind.UNKNOWN_HOST,
-            ) from None
 
 
 In = TypeVar("In", bound=ToolInput)

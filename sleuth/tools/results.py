@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sleuth.tools.errors import ErrorKind
-from sleuth.tools.errors import ToolError as ToolError  # its home for most callers
+from sleuth.errors import ErrorKind
+from sleuth.errors import ToolError as ToolError  # its home for most callers
 
 
 class ToolResult(BaseModel):

@@ -34,7 +34,7 @@ _SECRET_NAME = re.compile(rf"(?:{_UPPER_NAME}|{_LOWER_NAME})")
 
 # Key paths that mark a secret. A key is split into lower-case words (`apiKey`, `API-KEY`
 # and `api_key` all become `_api_key_`) and each rule is searched in that form. The rules
-# travel as data to the host-side scanner (tools/remote/secret_scan.py), so both sides
+# travel as data to the host-side scanner (hosts/program/secret_scan.py), so both sides
 # decide alike. `token` and `session` are common in model configs and logs (`bos_token`,
 # `#token: 6`), so they count only as a key's last word, not after a special-token word,
 # and never for a number.

@@ -24,10 +24,11 @@ from sleuth.agent.brains import AnthropicBrain
 from sleuth.agent.loop import RunResult
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Limits, Settings
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
-from sleuth.tools.ssh import SSHHost
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.ssh import SSHHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from sleuth.transcripts.events import ErrorEvent, SessionEnded, ToolExecuted
 from sleuth.transcripts.store import TranscriptError, load
 from sleuth.transcripts.verify import verify

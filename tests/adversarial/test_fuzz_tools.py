@@ -34,12 +34,14 @@ from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.files import READ_LINES_SCRIPT
-from sleuth.tools.hosts import LocalHost, RunResult
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, SandboxedHost
-from sleuth.tools.registry import ToolContext, all_tools, execute
+from sleuth.hosts.host import LocalHost, RunResult
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.ssh import SSHHost
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
+from sleuth.tools.context import ToolContext
+from sleuth.tools.files.file_tools import READ_LINES_SCRIPT
+from sleuth.tools.registry import all_tools, execute
 from sleuth.tools.results import ToolResult
-from sleuth.tools.ssh import SSHHost
 from tests.sshd import SSHServer
 
 from . import figures

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.tools.ssh import HostKeyError, SSHHost
+from sleuth.hosts.ssh import HostKeyError, SSHHost
 from tests.sshd import SSHServer, keygen
 
 from . import figures

@@ -17,9 +17,10 @@ import pytest
 from sleuth.agent.brains import AnthropicBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Limits, Settings
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost, deny_all
-from sleuth.tools.registry import ToolContext
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.approval import deny_all
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
 from sleuth.transcripts.store import load
 from sleuth.transcripts.verify import verify

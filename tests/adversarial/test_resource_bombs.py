@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
-from sleuth.tools.ssh import SSHHost
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.ssh import SSHHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from tests.sshd import SSHServer
 
 from . import figures

@@ -23,9 +23,9 @@ import pytest
 from sleuth.agent.brains import AnthropicBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Limits, Settings
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.redact import clear_registered_secrets
 from sleuth.transcripts.verify import verify
 from tests.scripted_api import ScriptedAPI, message, text, tool_use
@@ -155,7 +155,7 @@ def planted(tmp_path: Path) -> tuple[Path, dict[str, str], list[str]]:
 def test_no_secret_reaches_the_transcript_or_the_model(
     planted: tuple[Path, dict[str, str], list[str]], sshd: SSHServer, tmp_path: Path
 ) -> None:
-    from sleuth.tools.ssh import SSHHost
+    from sleuth.hosts.ssh import SSHHost
 
     root, values, files = planted
     prints = fingerprints(values)

@@ -25,9 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from sleuth.transcripts.redact import clear_registered_secrets, looks_random, redact_obj
 from tests.sshd import SSHServer
 
@@ -215,7 +216,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 
 
 def _ssh(sshd: SSHServer, world: World, tmp: Path, python: str) -> SandboxedHost:
-    from sleuth.tools.ssh import SSHHost
+    from sleuth.hosts.ssh import SSHHost
 
     host = SSHHost(
         "remote",

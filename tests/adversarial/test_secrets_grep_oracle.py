@@ -17,9 +17,9 @@ import pytest
 from sleuth.agent.brains import AnthropicBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Limits, Settings
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.context import ToolContext
 from tests.scripted_api import ScriptedAPI, message, text, tool_use
 from tests.sshd import SSHServer
 
@@ -147,7 +147,7 @@ def test_a_prefix_search_learns_nothing_locally(tmp_path: Path) -> None:
 
 @pytest.mark.ssh
 def test_a_prefix_search_learns_nothing_over_sshd(sshd: SSHServer, tmp_path: Path) -> None:
-    from sleuth.tools.ssh import SSHHost
+    from sleuth.hosts.ssh import SSHHost
 
     roots = _deployments(tmp_path)
     hosts = {}

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.hosts import LocalHost
-from sleuth.tools.policy import SandboxedHost
-from sleuth.tools.registry import ToolContext, execute
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from sleuth.transcripts.redact import looks_random, redact, redact_obj
 
 GPU_UUIDS = [

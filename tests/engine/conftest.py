@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from sleuth.config import HostConfig, Limits
-from sleuth.tools.policy import ApprovalDecision, ApprovalRequest, SandboxedHost
-from sleuth.tools.registry import ToolContext
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
+from sleuth.tools.context import ToolContext
 from tests.engine.engine_env import EngineEnv, SourceEnv
 from tests.sshd import SSHServer
 
@@ -60,7 +61,7 @@ def remote_context(
 ) -> Iterator[RemoteFactory]:
     """`remote_context(roots)`: a ToolContext whose host "gpu" is this machine over sshd,
     allowed to launch, stop and benchmark, with every call approved."""
-    from sleuth.tools.ssh import SSHHost
+    from sleuth.hosts.ssh import SSHHost
 
     made: list[ToolContext] = []
     tmp = tmp_path_factory.mktemp("engine-ctx")

@@ -28,7 +28,7 @@ import httpx2
 from sleuth.agent.brains import OpenAIBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import Budget, HostConfig, Settings, ToolChoice
-from sleuth.tools.connect import build_context
+from sleuth.tools.context import build_context
 from sleuth.transcripts.events import (
     ErrorEvent,
     FindingEvent,

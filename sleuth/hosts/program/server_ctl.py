@@ -1,0 +1,375 @@
+"""Sleuth's server control program, sent to a host and run as `python3 -c RUNNER COMMAND`.
+
+Its JSON argument and then its source arrive on stdin (sleuth.hosts.program.SECRET_RUNNER),
+never on the command line, so a launch's environment (HF_TOKEN, ...) is not visible in `ps`
+on the host. It starts an inference server detached in its own process group, watches its
+log and health endpoint, and stops it. It prints one JSON object on stdout. It takes no
+code and runs no shell strings: the only shell text is the fixed WRAPPER below, to which the
+server's argv arrives as positional parameters. Standard library only, Python 3.8+.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+STATE_DIR = "/tmp/sleuth-servers"
+SERVER_ID = re.compile(r"^srv-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+# Runs the server and keeps its exit status: "$0" is the status file, "$@" the argv.
+WRAPPER = '"$@"; echo $? >"$0"'
+SCAN_CHUNK = 4 << 20
+TAIL_BYTES = 16 << 10
+BODY_CAP = 256 << 10
+
+
+class Refused(Exception):
+    """A request this program declines; `kind` is a launch-failure kind when it is one."""
+
+    def __init__(self, message: str, kind: str = "other") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def server_dir(server_id: str) -> str:
+    if not isinstance(server_id, str) or not SERVER_ID.match(server_id):
+        raise Refused(f"server id {server_id!r} is not of the form srv-YYYYMMDD-HHMMSS-xxxxxx")
+    return os.path.join(STATE_DIR, server_id)
+
+
+def read_record(server_id: str) -> dict[str, Any]:
+    path = os.path.join(server_dir(server_id), "record.json")
+    try:
+        with open(path) as fh:
+            record: dict[str, Any] = json.load(fh)
+            return record
+    except FileNotFoundError:
+        raise Refused(f"no server {server_id} on this host (no {path})") from None
+
+
+def write_record(record: dict[str, Any]) -> None:
+    path = os.path.join(server_dir(record["id"]), "record.json")
+    with open(path + ".tmp", "w") as fh:
+        json.dump(record, fh)
+    os.replace(path + ".tmp", path)
+
+
+def port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def proc_state(pid: int) -> str | None:
+    """'R', 'S', 'Z'... from /proc, None when gone, '?' without /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            return None
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return "?"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        return [pgid]
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(name))
+    return members
+
+
+def exit_code(record: dict[str, Any]) -> int | None:
+    try:
+        with open(record["exit_file"]) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def http_get(url: str, timeout: float = 2.0, cap: int = 0) -> dict[str, Any]:
+    # No proxies: the server is on this host's loopback, whatever http_proxy says.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout) as resp:
+            return {"status": resp.status, "body": resp.read(cap).decode("utf-8", "replace")}
+    except urllib.error.HTTPError as exc:
+        return {"status": exc.code, "body": exc.read(cap).decode("utf-8", "replace")}
+    except Exception as exc:
+        return {"status": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def log_tail(path: str, lines: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - TAIL_BYTES))
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n")
+    # A progress bar redraws with a lone \r: keep what the terminal would show last. A \r
+    # that only ends a line (vLLM's engine process writes \r\n) is gone already.
+    shown = [line.rpartition("\r")[2] for line in text.split("\n")]
+    if size > TAIL_BYTES:
+        shown = shown[1:]
+    return "\n".join(shown[-lines:]).rstrip("\n")
+
+
+def scan_log(
+    path: str, start: int, final: bool, patterns: dict[str, list[str]]
+) -> tuple[int, list[dict[str, str]]]:
+    """Lines after byte `start` holding any watched phrase; whole lines only unless final."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read(SCAN_CHUNK)
+    except OSError:
+        return start, []
+    end = len(data) if final else data.rfind(b"\n") + 1
+    hits = []
+    for line in re.split(r"[\r\n]", data[:end].decode("utf-8", "replace")):
+        for key, phrases in patterns.items():
+            for phrase in phrases:
+                if phrase in line:
+                    hits.append({"key": key, "phrase": phrase, "line": line.strip()[:1000]})
+    return start + end, hits
+
+
+def cmd_start(arg: dict[str, Any]) -> dict[str, Any]:
+    port = int(arg["port"])
+    if port_open(port):
+        raise Refused(
+            f"port {port} on this host already accepts connections: another server is using "
+            "it. Pick a free port, or stop that server first",
+            kind="port_in_use",
+        )
+    os.makedirs(STATE_DIR, mode=0o700, exist_ok=True)
+    folder = server_dir(arg["id"])
+    os.mkdir(folder, 0o700)
+    log = os.path.join(folder, "server.log")
+    exit_file = os.path.join(folder, "exit_code")
+    env = dict(os.environ)
+    env.update(arg["env"])
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen(
+            ["sh", "-c", WRAPPER, exit_file, *arg["argv"]],
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=folder,
+            env=env,
+            start_new_session=True,
+        )
+    record = {
+        "id": arg["id"],
+        "engine": arg["engine"],
+        "pid": proc.pid,
+        "pgid": os.getpgid(proc.pid),
+        "port": port,
+        "argv": arg["argv"],
+        "env_names": sorted(arg["env"]),
+        "ready": arg["ready"],
+        "started_at": time.time(),
+        "log": log,
+        "exit_file": exit_file,
+        "dir": folder,
+    }
+    write_record(record)
+    return {"record": record}
+
+
+def ended_at(record: dict[str, Any]) -> float | None:
+    """When the server's process ended: its exit-status file is written as it ends."""
+    try:
+        return os.stat(record["exit_file"]).st_mtime
+    except OSError:
+        return None
+
+
+def alive_and_code(record: dict[str, Any]) -> tuple[bool, int | None]:
+    state = proc_state(record["pid"])
+    alive = state is not None and state != "Z"
+    return alive, (None if alive else exit_code(record))
+
+
+def cmd_probe(arg: dict[str, Any]) -> dict[str, Any]:
+    record = read_record(arg["id"])
+    alive, code = alive_and_code(record)
+    scan_from = int(arg.get("scan_from", 0))
+    scan_to, hits = scan_log(record["log"], scan_from, not alive, arg["patterns"])
+    out = {
+        "alive": alive,
+        "exit_code": code,
+        "now": time.time(),
+        "started_at": record["started_at"],
+        "scan_to": scan_to,
+        "hits": hits,
+        "tail": log_tail(record["log"], int(arg.get("tail_lines", 40))),
+    }
+    url = arg.get("url")
+    if url and alive:
+        out["http"] = http_get(url)
+    return out
+
+
+def cmd_status(arg: dict[str, Any]) -> dict[str, Any]:
+    record = read_record(arg["id"])
+    alive, code = alive_and_code(record)
+    paths = list(arg.get("paths_by_engine", {}).get(record["engine"], ["/v1/models"]))
+    ready_url = record["ready"].get("url")
+    if ready_url:
+        ready_path = urllib.parse.urlsplit(ready_url).path or "/"
+        if ready_path not in paths:
+            paths.append(ready_path)
+    fetched = {}
+    if alive:
+        for path in paths:
+            fetched[path] = http_get(
+                f"http://127.0.0.1:{record['port']}{path}", timeout=5.0, cap=BODY_CAP
+            )
+    return {
+        "record": record,
+        "alive": alive,
+        "exit_code": code,
+        "group": group_members(record["pgid"]),
+        "now": time.time(),
+        "ended_at": None if alive else ended_at(record),
+        "fetched": fetched,
+        "tail": log_tail(record["log"], int(arg.get("tail_lines", 20))),
+    }
+
+
+def wait_gone(pgid: int, seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while True:
+        members = group_members(pgid)
+        if not members or time.monotonic() >= deadline:
+            return members
+        time.sleep(0.05)
+
+
+def cmd_stop(arg: dict[str, Any]) -> dict[str, Any]:
+    record = read_record(arg["id"])
+    pgid = record["pgid"]
+    before = group_members(pgid)
+    signals = []
+    remaining = before
+    t0 = time.monotonic()
+    if before:
+        signals.append("SIGTERM")
+        _killpg(pgid, signal.SIGTERM)
+        remaining = wait_gone(pgid, float(arg.get("grace_s", 30.0)))
+        if remaining:
+            signals.append("SIGKILL")
+            _killpg(pgid, signal.SIGKILL)
+            remaining = wait_gone(pgid, 10.0)
+    record["stopped_at"] = time.time()
+    record["stop"] = {"signals": signals, "remaining": remaining, "was_running": before}
+    write_record(record)
+    return {
+        "record": record,
+        "was_running": before,
+        "signals": signals,
+        "remaining": remaining,
+        "waited_s": time.monotonic() - t0,
+    }
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def cmd_list(arg: dict[str, Any]) -> dict[str, Any]:
+    servers = []
+    try:
+        names = sorted(os.listdir(STATE_DIR))
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        if not SERVER_ID.match(name):
+            continue
+        try:
+            record = read_record(name)
+        except (Refused, ValueError):
+            continue
+        alive, code = alive_and_code(record)
+        servers.append(
+            {
+                "record": record,
+                "alive": alive,
+                "exit_code": code,
+                "ended_at": None if alive else ended_at(record),
+            }
+        )
+    return {"servers": servers, "now": time.time()}
+
+
+def cmd_log(arg: dict[str, Any]) -> dict[str, Any]:
+    """The last `bytes` of the log, for a diagnosis of a failed launch."""
+    record = read_record(arg["id"])
+    size, data = 0, b""
+    with contextlib.suppress(OSError), open(record["log"], "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - int(arg.get("bytes", 64 << 10))))
+        data = fh.read()
+    return {"text": data.decode("utf-8", "replace"), "cut": size > len(data)}
+
+
+COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "start": cmd_start,
+    "probe": cmd_probe,
+    "status": cmd_status,
+    "stop": cmd_stop,
+    "list": cmd_list,
+    "log": cmd_log,
+}
+
+
+def main() -> None:
+    # The argument came on stdin before the source; the runner hands it over as SECRETS.
+    try:
+        out = COMMANDS[sys.argv[1]](dict(globals().get("SECRETS") or {}))
+    except Refused as exc:
+        out = {"error": str(exc), "kind": exc.kind}
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""SSHHost: the Host protocol over one reused SSH connection.
+
+Commands run over exec channels (`connection.py`); stat, realpath and byte ranges go over
+SFTP (`sftp.py`), or, on a server without the SFTP subsystem, over exec with POSIX tools
+(`fallback.py`): the first refusal on a connection is noted in `notes` and the rest of that
+connection uses exec. Both paths give the same results and the same errors.
+"""
+
+from __future__ import annotations
+
+import stat as stat_mod
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import paramiko
+
+from sleuth.errors import ErrorKind, HostError
+from sleuth.hosts.host import FileAccess, HostFacts, RunResult, StatResult, kind_of, os_error_kind
+from sleuth.hosts.ssh import sftp
+from sleuth.hosts.ssh.connection import Connection
+from sleuth.hosts.ssh.fallback import ExecFiles
+from sleuth.hosts.ssh.known_hosts import fingerprint, key_label
+
+T = TypeVar("T")
+
+NO_SFTP = "no SFTP subsystem: using exec fallback"
+
+
+class SSHHost:
+    """A remote machine over one reused SSH connection. Connects on first use; thread-safe."""
+
+    def __init__(
+        self,
+        name: str,
+        target: str,
+        *,
+        known_hosts: Path,
+        accept_new: bool = False,
+        ssh_config_path: Path | None = None,
+        user_known_hosts: Path | None = None,
+        connect_timeout: float = 10,
+        io_timeout: float = 20,
+    ) -> None:
+        self.name, self.target = name, target
+        self.conn = Connection(
+            name,
+            target,
+            known_hosts=known_hosts,
+            accept_new=accept_new,
+            ssh_config_path=ssh_config_path,
+            user_known_hosts=user_known_hosts,
+            connect_timeout=connect_timeout,
+            io_timeout=io_timeout,
+            on_close=lambda: self._pool.reset(),
+        )
+        self._pool = sftp.SftpPool(self.conn)
+        self._exec_files = ExecFiles(self.conn.run, name, io_timeout)
+        self._no_sftp_on: paramiko.Transport | None = None
+        self._note_lock = threading.Lock()
+        self.notes: list[str] = []
+        """Said once per connection: how this host differs from what Sleuth expects."""
+        self.bytes_read_sftp = 0
+        """File payload bytes returned by `read_range` (over SFTP or its exec fallback)."""
+        self._count_lock = threading.Lock()
+
+    @property
+    def bytes_received(self) -> int:
+        """Bytes that crossed the wire into this process, all connections together."""
+        return self.conn.bytes_received
+
+    @property
+    def reconnects(self) -> int:
+        return self.conn.reconnects
+
+    @property
+    def file_access(self) -> FileAccess:
+        """How files are read on the current connection."""
+        return "exec" if self._sftp_refused() else "sftp"
+
+    # -- commands --
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        max_bytes: int,
+        stdin: bytes | None = None,
+        retry: bool = True,
+    ) -> RunResult:
+        """Run `argv` on the host, killing its process group after `timeout` seconds.
+
+        `retry=False` is for commands that change the host: if the connection drops while
+        one runs, it is reported rather than run a second time.
+        """
+        return self.conn.run(argv, timeout=timeout, max_bytes=max_bytes, stdin=stdin, retry=retry)
+
+    # -- files --
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        try:
+            data = self._file_op(
+                lambda s: sftp.read(s, path, offset, length),
+                lambda: self._exec_files.read(path, offset, length),
+            )
+        except OSError as exc:
+            raise self._error("cannot read", path, exc) from exc
+        with self._count_lock:
+            self.bytes_read_sftp += len(data)
+        return data
+
+    def realpath(self, path: str) -> str:
+        try:
+            return self._file_op(
+                lambda s: sftp.realpath(s, path), lambda: self._exec_files.realpath(path)
+            )
+        except FileNotFoundError as exc:
+            raise HostError(
+                f"no such file or directory on host {self.name!r}: {path}", ErrorKind.NOT_FOUND
+            ) from exc
+        except OSError as exc:
+            raise self._error("cannot resolve", path, exc) from exc
+
+    def stat(self, path: str) -> StatResult:
+        def over_sftp(client: paramiko.SFTPClient) -> tuple[int, int, int]:
+            attrs = client.lstat(path)
+            return attrs.st_mode or 0, attrs.st_size or 0, int(attrs.st_mtime or 0)
+
+        try:
+            mode, size, mtime = self._file_op(over_sftp, lambda: self._exec_files.lstat(path))
+        except FileNotFoundError:
+            return StatResult(path=path, kind="missing")
+        except OSError as exc:
+            raise self._error("cannot stat", path, exc) from exc
+        kind = kind_of(mode) if stat_mod.S_IFMT(mode) else "other"
+        return StatResult(path=path, kind=kind, size=size, mtime=float(mtime))
+
+    def _file_op(
+        self, over_sftp: Callable[[paramiko.SFTPClient], T], over_exec: Callable[[], T]
+    ) -> T:
+        if not self._sftp_refused():
+            try:
+                return self.conn.call(lambda t: self._sftp(t, over_sftp))[0]
+            except sftp.SftpUnavailable:
+                pass
+        return over_exec()
+
+    def _sftp(self, transport: paramiko.Transport, op: Callable[[paramiko.SFTPClient], T]) -> T:
+        try:
+            return self._pool.do(transport, op)
+        except sftp.SftpUnavailable:
+            with self._note_lock:
+                if self._no_sftp_on is not transport:
+                    self._no_sftp_on = transport
+                    self.notes.append(f"host {self.name!r}: {NO_SFTP}")
+            raise
+
+    def _sftp_refused(self) -> bool:
+        current = self.conn.transport
+        return current is not None and current is self._no_sftp_on and current.is_active()
+
+    def _error(self, action: str, path: str, exc: OSError) -> HostError:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        return HostError(f"{action} {path} on host {self.name!r}: {why}", os_error_kind(exc))
+
+    # -- the rest of the Host protocol --
+
+    def transport(self) -> paramiko.Transport:
+        """The live connection (connecting if needed), for port forwards."""
+        return self.conn.live()[0]
+
+    def describe(self) -> HostFacts:
+        """Address, user, key, host key and round-trip latency, for `sleuth hosts --check`."""
+        transport = self.transport()
+        start = time.monotonic()
+        self.run(["true"], timeout=10, max_bytes=1024)
+        exec_ms = (time.monotonic() - start) * 1000
+        start = time.monotonic()
+        self.stat("/")
+        file_ms = (time.monotonic() - start) * 1000
+        end = self.conn.endpoint
+        assert end is not None
+        server_key = transport.get_remote_server_key()
+        access = self.file_access
+        return HostFacts(
+            address=end.address,
+            user=end.user,
+            via=end.jumps,
+            auth_key=self.conn.auth_used,
+            host_key_type=key_label(server_key.get_name()),
+            host_key_fingerprint=fingerprint(server_key.asbytes()),
+            exec_latency_ms=round(exec_ms, 2),
+            file_latency_ms=round(file_ms, 2),
+            file_access=access,
+            warnings=[NO_SFTP] if access == "exec" else [],
+        )
+
+    def close(self) -> None:
+        self.conn.close()

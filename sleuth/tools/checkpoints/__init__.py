@@ -1,0 +1,1 @@
+"""Checkpoint tools: safetensors_header and checkpoint_summary."""

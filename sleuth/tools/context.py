@@ -1,0 +1,60 @@
+"""What a running tool may reach, and how a command builds it from configuration.
+
+```python
+ctx = build_context(settings, ["gpu1"], approver=approver_for(settings, yes=False))
+ctx.host("gpu1").read_text("/models/x/config.json")
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sleuth.config import Limits, Settings
+from sleuth.errors import ErrorKind, ToolError
+from sleuth.hosts.connect import sandboxed_hosts
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver, deny_all
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may reach: its hosts (sandboxed), limits and the approver."""
+
+    hosts: dict[str, SandboxedHost]
+    limits: Limits = field(default_factory=Limits)
+    approver: Approver = deny_all
+    on_approval: Callable[[ApprovalRequest, ApprovalDecision], None] | None = None
+    """Hears every approval decision made through this context (all runs that share it)."""
+    results_dir: Path = Path("bench-results")
+    """Where tools save files on this machine (benchmark records); never a model's choice."""
+
+    def close(self) -> None:
+        """Close every host's connection."""
+        for sandbox in self.hosts.values():
+            sandbox.host.close()
+
+    def host(self, name: str) -> SandboxedHost:
+        try:
+            return self.hosts[name]
+        except KeyError:
+            known = ", ".join(sorted(self.hosts)) or "(none)"
+            raise ToolError(
+                f"unknown host {name!r}; known hosts: {known}. Add [hosts.{name}] to sleuth.toml "
+                f"or pass --host {name}",
+                ErrorKind.UNKNOWN_HOST,
+            ) from None
+
+
+def build_context(
+    settings: Settings,
+    names: Iterable[str],
+    *,
+    approver: Approver = deny_all,
+    accept_new_host_key: bool = False,
+) -> ToolContext:
+    """A context with `local` plus each named host, connected lazily by the host itself."""
+    hosts = sandboxed_hosts(settings, names, accept_new_host_key=accept_new_host_key)
+    return ToolContext(hosts=hosts, limits=settings.limits, approver=approver)

@@ -1,0 +1,1 @@
+"""Environment tools: python_env and gpu_info."""

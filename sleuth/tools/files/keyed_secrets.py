@@ -1,0 +1,113 @@
+"""Secrets found by key path in structured files, for the line-based tools.
+
+`read_lines` shows a range of lines and `grep` single lines, so a value on a line
+without its key (a YAML block scalar, an INI continuation, a pretty-printed JSON
+array under `"tokens"`) cannot be told from ordinary text by looking at that line.
+The whole file is scanned where it lives, by Sleuth's fixed program
+`hosts/program/secret_scan.py` (in-process for this machine; over SFTP, scanned
+here, for a host without python3), and only the lines that change come back.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Sequence
+
+from sleuth.hosts.host import HostError, LocalHost, read_whole
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.program import secret_scan
+from sleuth.tools.results import ToolError
+from sleuth.transcripts.redact import KEY_RULES, KEY_STEMS, KEY_WORDS, SOFT_LABELS
+
+RULES = json.dumps(
+    {"words": KEY_WORDS, "rules": KEY_RULES, "soft": sorted(SOFT_LABELS), "stems": KEY_STEMS}
+)
+_RULES = secret_scan.Rules(json.loads(RULES))
+
+# Files that are configuration by name: too big to scan means their lines are not shown.
+STRUCTURED_SUFFIXES = frozenset(
+    [
+        ".json",
+        ".jsonl",
+        ".ndjson",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".env",
+        ".properties",
+    ]
+)
+
+Redacted = dict[int, str]
+"""Line number -> the line with its by-key secrets replaced; only changed lines."""
+Scanned = dict[str, Redacted | None]
+"""Per path; None for a configuration file too big to scan, whose lines must not be shown."""
+
+
+def _must_scan(path: str) -> bool:
+    name = posixpath.basename(path).lower()
+    return posixpath.splitext(name)[1] in STRUCTURED_SUFFIXES or name.startswith(".env")
+
+
+def too_big(path: str) -> ToolError:
+    return ToolError(
+        f"{path} is over {secret_scan.MAX_SCAN_BYTES // (1 << 20)} MiB, too big to check for "
+        "secrets by key, so its lines are not shown; read_json reads big JSON files"
+    )
+
+
+def scan_paths(
+    sandbox: SandboxedHost, paths: Sequence[str], timeout: float | None = None
+) -> Scanned:
+    """By-key (and private-key block) redactions for each of `paths`, resolved and inside
+    the roots."""
+    wanted = sorted(set(paths))
+    if not wanted:
+        return {}
+    found: Scanned | None = None
+    if not isinstance(sandbox.host, LocalHost):
+        found = _on_host(sandbox, wanted, timeout)
+    if found is None:
+        found = {p: _here(sandbox, p, timeout) for p in wanted}
+    return found
+
+
+def _here(sandbox: SandboxedHost, path: str, timeout: float | None) -> Redacted | None:
+    """Read the file (over SFTP for a remote host) and scan it in this process."""
+    size = sandbox.host.stat(path).size
+    if size > secret_scan.MAX_SCAN_BYTES:
+        return None if _must_scan(path) else {}
+    raw = read_whole(sandbox.host, path, size=size, timeout=timeout)
+    found = secret_scan.scan_bytes(raw, path, _RULES)
+    # As the program's JSON answer would carry them: bytes that are not UTF-8 replaced.
+    return {
+        n: text.encode(errors="surrogateescape").decode(errors="replace")
+        for n, text in found.items()
+    }
+
+
+def _on_host(sandbox: SandboxedHost, paths: list[str], timeout: float | None) -> Scanned | None:
+    """The scan run by the host's python3; None when it has none that works."""
+    try:
+        run = sandbox.run_program(
+            "secret_scan.py", [RULES, *paths], timeout=timeout, max_bytes=64 << 20
+        )
+        doc = json.loads(run.stdout) if run.exit_code == 0 and not run.stdout_cut else None
+    except (HostError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    out: Scanned = {}
+    for path in paths:
+        entry = doc["files"].get(path, {})
+        if "lines" in entry:
+            out[path] = {int(n): text for n, text in entry["lines"].items()}
+        elif entry.get("error") == "too-big":
+            out[path] = None if _must_scan(path) else {}
+        else:
+            raise ToolError(f"cannot check {path} for secrets: {entry.get('error', 'no answer')}")
+    return out

@@ -1,0 +1,1 @@
+"""Serving tools: launch_server, server_status, stop_server, and launch diagnosis."""
