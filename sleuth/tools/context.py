@@ -1,8 +1,8 @@
 """What a running tool may reach, and how a command builds it from configuration.
 
 ```python
-ctx = build_context(settings, ["gpu1"], approver=approver_for(settings, yes=False))
-ctx.host("gpu1").read_text("/models/x/config.json")
+ctx = build_context(settings, ["gpu1"], approver=approver_for("ask", ask=prompt))
+sandbox = ctx.host("gpu1")      # a SandboxedHost: its roots, limits and allowed tools
 ```
 """
 
