@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx2
 
-from sleuth.agent.brains import OpenAIBrain
+from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.config import Budget
 from sleuth.transcripts.events import ModelTurn
 from sleuth.transcripts.store import load

@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sleuth.agent.brains import AnthropicBrain, OpenAIBrain
+from sleuth.agent.brains.anthropic import AnthropicBrain
+from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Settings
 from sleuth.tools.context import build_context

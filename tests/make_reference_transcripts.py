@@ -20,8 +20,8 @@ sys.path.insert(0, str(HERE))
 
 from scripted_api import ScriptedAPI, finding, message, text, tool_use  # noqa: E402
 
-from sleuth.agent.brains import AnthropicBrain  # noqa: E402
-from sleuth.agent.playbooks import PlaybookBrain  # noqa: E402
+from sleuth.agent.brains.anthropic import AnthropicBrain  # noqa: E402
+from sleuth.agent.playbook.brain import PlaybookBrain  # noqa: E402
 from sleuth.config import Budget, HostConfig, Settings  # noqa: E402
 from sleuth.demo_deployment import build_demo  # noqa: E402
 from sleuth.testing import record  # noqa: E402

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.brains import AnthropicBrain
+from sleuth.agent.brains.anthropic import AnthropicBrain
 from sleuth.agent.history import messages_from_events
 from sleuth.agent.loop import RunResult
 from sleuth.agent.session import start_investigation

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.brains import AnthropicBrain
+from sleuth.agent.brains.anthropic import AnthropicBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import Settings
 from sleuth.tools.context import ToolContext

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.brains import OpenAIBrain
+from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.loop import RunResult
 from sleuth.agent.session import start_investigation
 from sleuth.config import Budget, Settings

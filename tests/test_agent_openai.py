@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.brains import OpenAIBrain, select_brain
+from sleuth.agent.brains.openai import OpenAIBrain
+from sleuth.agent.brains.select import select_brain
 from sleuth.agent.protocols import BrainError, Request
 from sleuth.agent.session import start_investigation
 from sleuth.config import Settings

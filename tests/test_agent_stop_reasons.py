@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.brains import AnthropicBrain, OpenAIBrain
+from sleuth.agent.brains.anthropic import AnthropicBrain
+from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.history import CUT_OFF_RESULT, messages_from_events
 from sleuth.agent.loop import RunResult
 from sleuth.agent.protocols import Brain

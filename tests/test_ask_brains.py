@@ -227,7 +227,9 @@ def test_a_small_served_context_fits_max_tokens_and_uses_the_compact_prompt(
 def test_a_small_context_offers_only_the_readers_when_the_family_leaves_no_room(
     context: int, offered: str
 ) -> None:
-    from sleuth.agent.brains import MIN_ROOM, OpenAIBrain, system_prompt
+    from sleuth.agent.brains.fitting import MIN_ROOM
+    from sleuth.agent.brains.openai import OpenAIBrain
+    from sleuth.agent.brains.prompt import system_prompt
     from sleuth.agent.compact import READERS_ONLY
     from sleuth.agent.findings import REPORT_FINDING
     from sleuth.agent.history import opening_message
@@ -268,7 +270,9 @@ def test_the_servers_count_of_the_last_prompt_fits_the_next_turn(
     # The server counts the first prompt (1,000 tokens, by its own tokenizer); the second
     # request's room is that count plus a high-side estimate of what was added since, not a
     # whole-prompt estimate again.
-    from sleuth.agent.brains import CHARS_PER_TOKEN, OpenAIBrain, _prompt_chars
+    from sleuth.agent.brains.fitting import CHARS_PER_TOKEN
+    from sleuth.agent.brains.fitting import prompt_chars as _prompt_chars
+    from sleuth.agent.brains.openai import OpenAIBrain
     from sleuth.agent.session import start_investigation
     from sleuth.config import HostConfig, Settings
     from sleuth.tools.context import build_context

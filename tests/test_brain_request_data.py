@@ -3,7 +3,7 @@ from the wording of the opening message."""
 
 from __future__ import annotations
 
-from sleuth.agent.playbooks import PlaybookBrain
+from sleuth.agent.playbook.brain import PlaybookBrain
 from sleuth.agent.protocols import Request
 from sleuth.transcripts.events import HostInfo
 

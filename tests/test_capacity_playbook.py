@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.playbooks import Question, capacity_input, route
+from sleuth.agent.playbook.capacity import capacity_input
+from sleuth.agent.playbook.plan import Question
+from sleuth.agent.playbook.registry import route
 from sleuth.transcripts.verify import verify
 from tests import checkpoint_fixtures as fx
 

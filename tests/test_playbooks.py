@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from sleuth.agent.loop import RunResult
-from sleuth.agent.playbooks import PlaybookBrain, Question, route
+from sleuth.agent.playbook.brain import PlaybookBrain
+from sleuth.agent.playbook.plan import Question
+from sleuth.agent.playbook.registry import route
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Limits, Settings
 from sleuth.demo_deployment import build_demo

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.brains import AnthropicBrain
-from sleuth.agent.playbooks import PlaybookBrain
+from sleuth.agent.brains.anthropic import AnthropicBrain
+from sleuth.agent.playbook.brain import PlaybookBrain
 from sleuth.agent.protocols import BrainReply, Request
 from sleuth.agent.replay import read_recording, replay
 from sleuth.agent.session import start_investigation

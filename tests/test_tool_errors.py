@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.brains import AnthropicBrain
+from sleuth.agent.brains.anthropic import AnthropicBrain
 from sleuth.agent.protocols import Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Settings

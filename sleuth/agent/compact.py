@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from sleuth.agent.findings import REPORT_FINDING
+from sleuth.agent.playbook.plan import Question
+from sleuth.agent.playbook.registry import route
 from sleuth.transcripts.events import ToolSpec
 
 _READERS = ("read_json", "read_lines", "grep", "list_dir")
@@ -41,8 +43,6 @@ def family_tools(
 ) -> list[ToolSpec]:
     """The tools a question's family needs, plus report_finding; a question no family claims
     keeps every read-only tool. `readers_only` keeps just READERS_ONLY."""
-    from sleuth.agent.playbooks import Question, route
-
     family = route(Question(question, {})) if question else None
     wanted = READERS_ONLY if readers_only else FAMILY_TOOLS.get(family or "")
     return [

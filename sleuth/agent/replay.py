@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, computed_field
 
-from sleuth.agent.brains import system_prompt
+from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, QuoteGrounding, ground_quote
 from sleuth.agent.history import opening_message

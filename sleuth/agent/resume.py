@@ -21,7 +21,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sleuth.agent.brains import DEFAULT_ANTHROPIC_MODEL, AnthropicBrain, OpenAIBrain, system_prompt
+from sleuth.agent.brains.anthropic import DEFAULT_ANTHROPIC_MODEL, AnthropicBrain
+from sleuth.agent.brains.openai import OpenAIBrain
+from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
 from sleuth.agent.findings import REPORT_FINDING, CallRecord
 from sleuth.agent.history import messages_from_events
@@ -61,7 +63,7 @@ def brain_for(start: SessionStarted, env: Mapping[str, str] | None = None) -> Br
     """The brain that ran the session, rebuilt; model brains need their keys from `env` again."""
     env = os.environ if env is None else env
     if start.brain == "playbook":
-        from sleuth.agent.playbooks import PlaybookBrain
+        from sleuth.agent.playbook.brain import PlaybookBrain
 
         return PlaybookBrain()
     if start.brain == "anthropic":

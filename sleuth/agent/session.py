@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sleuth.agent.brains import system_prompt
+from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
 from sleuth.agent.findings import report_finding_spec
 from sleuth.agent.history import opening_message

@@ -10,7 +10,8 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from sleuth.agent.brains import OpenAIBrain, describe_brain, select_brain
+from sleuth.agent.brains.openai import OpenAIBrain
+from sleuth.agent.brains.select import describe_brain, select_brain
 from sleuth.agent.budget import price_or_refuse, untracked_cost_note
 from sleuth.agent.loop import UNSUPPORTED_NOTE, RunResult
 from sleuth.agent.protocols import BrainError, Quiet

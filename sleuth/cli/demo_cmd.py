@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from sleuth.agent.loop import RunResult
-from sleuth.agent.playbooks import PlaybookBrain
+from sleuth.agent.playbook.brain import PlaybookBrain
 from sleuth.agent.protocols import Quiet
 from sleuth.agent.replay import replay
 from sleuth.agent.session import start_investigation

@@ -27,7 +27,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from sleuth.agent.brains import system_prompt
+from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.findings import REPORT_FINDING
 from sleuth.agent.session import tool_specs
 from sleuth.config import Settings

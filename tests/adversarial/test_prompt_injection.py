@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.brains import AnthropicBrain
+from sleuth.agent.brains.anthropic import AnthropicBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Limits, Settings
 from sleuth.hosts.host import LocalHost

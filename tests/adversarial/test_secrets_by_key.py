@@ -348,7 +348,7 @@ def test_no_planted_value_reaches_the_transcript_or_the_model(
 ) -> None:
     """One investigation through the real SDK: every file read whole and from each line,
     every JSON pointer, greps for each value's prefix; the model then repeats all it saw."""
-    from sleuth.agent.brains import AnthropicBrain
+    from sleuth.agent.brains.anthropic import AnthropicBrain
     from sleuth.agent.session import start_investigation
     from sleuth.config import Settings
     from tests.scripted_api import ScriptedAPI, message, text, tool_use

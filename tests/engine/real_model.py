@@ -25,7 +25,7 @@ from typing import get_args
 
 import httpx2
 
-from sleuth.agent.brains import OpenAIBrain
+from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.session import start_investigation
 from sleuth.config import Budget, HostConfig, Settings, ToolChoice
 from sleuth.tools.context import build_context

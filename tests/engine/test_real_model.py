@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from sleuth.agent.brains import OpenAIBrain, system_prompt
+from sleuth.agent.brains.openai import OpenAIBrain
+from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.history import opening_message
 from sleuth.agent.protocols import BrainError, Request
 from sleuth.agent.session import tool_specs

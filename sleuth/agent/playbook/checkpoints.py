@@ -1,0 +1,48 @@
+"""The checkpoints a question is about: named in it, else found under the host's roots."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from sleuth.agent.playbook.plan import Call, Question, Result, Step
+from sleuth.agent.playbook.sources import is_engine_path
+
+
+def model_dirs(q: Question) -> Generator[Step, list[Result], list[str]]:
+    """Checkpoint folders: named in the question, else found under the host's roots."""
+    dirs = [
+        p
+        for p in q.paths
+        if not p.endswith((".json", ".safetensors", ".py")) and not is_engine_path(p)
+    ]
+    if dirs:
+        return dirs
+    roots = q.hosts.get(q.host, ["."])
+    (found,) = yield [
+        Call("list_dir", {"host": q.host, "path": roots[0], "depth": 4, "max_entries": 5000})
+    ]
+    # list_dir has no model of its own: its data is {"path", "entries": [{"name", ...}]}.
+    listing = (found.data or {}) if not found.is_error else {}
+    base = listing.get("path", roots[0])
+    dirs = sorted(
+        f"{base}/{e['name'][: -len('/config.json')]}"
+        for e in listing.get("entries", [])
+        if e["name"].endswith("/config.json")
+    )
+    named = [d for d in dirs if d.rsplit("/", 1)[-1].lower() in q.text.lower()]
+    return (named or dirs)[:4]
+
+
+def summaries(q: Question) -> Generator[Step, list[Result], list[Result]]:
+    """checkpoint_summary of each checkpoint the question is about (none found: none)."""
+    dirs = yield from model_dirs(q)
+    if not dirs:
+        return []
+    return (yield [Call("checkpoint_summary", {"host": q.host, "model_dir": d}) for d in dirs])
+
+
+def no_checkpoint(q: Question) -> str:
+    return (
+        f"No checkpoint (a folder with config.json) was found under the roots of host "
+        f"{q.host!r}. Name the model folder in the question, e.g. /models/MyModel."
+    )

@@ -1,0 +1,57 @@
+"""Quantisation: a checkpoint's method, algorithm, excluded modules and tensor dtypes."""
+
+from __future__ import annotations
+
+from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries
+from sleuth.agent.playbook.plan import Family, Plan, Question, Report, Result, summary_text
+from sleuth.tools.checkpoints.checkpoint_tools import CheckpointSummary
+
+
+def plan_quant(q: Question) -> Plan:
+    found = yield from summaries(q)
+    if not found:
+        return no_checkpoint(q)
+    reports = [_quant_report(s) for s in found]
+    yield reports
+    return summary_text(reports)
+
+
+def _quant_report(s: Result) -> Report:
+    summary = s.model(CheckpointSummary)
+    quant = summary.quantization if summary else None
+    name = summary.model_dir if summary else "the checkpoint"
+    method = (quant.algorithm or quant.method) if quant else None
+    evidence = [(s, s.line("quantization:")), (s, s.line("tensors:", "dtypes"))]
+    if quant is None or not method:
+        return Report(f"{name} declares no quantisation.", "no", 0.7, evidence)
+    dtypes = ", ".join(f"{k}×{v}" for k, v in (summary.dtypes if summary else {}).items())
+    excluded = [str(i["pattern"]) for i in quant.ignore]
+    return Report(
+        f"{name} is quantised with {method}"
+        + (f", group size {quant.group_size}" if quant.group_size else "")
+        + (f"; excluded: {', '.join(excluded[:8])}" if excluded else "")
+        + (f"; tensors by dtype: {dtypes}" if dtypes else ""),
+        "yes",
+        0.85,
+        evidence,
+    )
+
+
+FAMILY = Family(
+    name="quant",
+    help="quantisation: method, algorithm, excluded modules and dtypes of a checkpoint",
+    plan=plan_quant,
+    words=(
+        "quantis",
+        "quantiz",
+        "nvfp4",
+        "fp8",
+        "fp4",
+        "awq",
+        "gptq",
+        "int4",
+        "precision",
+        "dtype",
+    ),
+    rank=50,
+)
