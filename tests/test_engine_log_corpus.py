@@ -1,0 +1,87 @@
+"""The corpus of real engine start-up failure logs is whole and each entry says what it claims.
+
+The logs under tests/fixtures/engine_logs are quoted from public threads and documents; these
+checks keep index.json and the files in step so the diagnosis rules can be scored on them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+CORPUS = Path(__file__).parent / "fixtures" / "engine_logs"
+
+Kind = Literal[
+    "context_too_long",
+    "kv_cache_too_small",
+    "oom_weights",
+    "oom_activation",
+    "cuda_graph_capture",
+    "host_memory",
+    "unsupported_quantization",
+    "gpu_capability",
+    "unsupported_architecture",
+    "weights_missing",
+    "tp_divisibility",
+    "speculative_config",
+    "bad_argument",
+    "tokenizer_or_template",
+    "driver_mismatch",
+    "nccl",
+    "port_in_use",
+    "engine_missing",
+    "unknown",
+]
+
+
+class Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: str
+    url: str
+    engine: Literal["vllm", "sglang"]
+    version: str | None
+    gpu: str | None
+    cause: str
+    kind: Kind
+    headline: str
+    knowable_before_launch: bool
+    numbers: dict[str, float]
+
+
+ENTRIES = [Entry.model_validate(raw) for raw in json.loads((CORPUS / "index.json").read_text())]
+
+
+def log_lines(entry: Entry) -> list[str]:
+    return (CORPUS / entry.file).read_bytes().decode("utf-8").splitlines()
+
+
+def test_every_log_file_is_indexed_once_and_every_entry_has_its_file() -> None:
+    indexed = [entry.file for entry in ENTRIES]
+    assert len(indexed) == len(set(indexed))
+    assert sorted(indexed) == sorted(path.name for path in CORPUS.glob("*.log"))
+    assert len({entry.url for entry in ENTRIES}) == len(ENTRIES)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[entry.file for entry in ENTRIES])
+def test_each_entry_names_its_log_and_the_line_that_states_the_cause(entry: Entry) -> None:
+    named = re.fullmatch(r"(\d{3})-(vllm|sglang)-(\w+)\.log", entry.file)
+    assert named is not None
+    number, engine, kind = named.groups()
+    assert (engine, kind) == (entry.engine, entry.kind)
+    assert entry.url.startswith("https://") and entry.cause.strip()
+    lines = log_lines(entry)
+    assert 2 <= len(lines) <= 200, f"{number}: {len(lines)} lines"
+    assert any(line.rstrip("\r").endswith(entry.headline) for line in lines)
+
+
+def test_no_log_repeats_a_source_of_the_older_hand_picked_cases() -> None:
+    hand_picked = (Path(__file__).parent / "test_diagnose_corpus.py").read_text()
+    older = set(re.findall(r'"(https://[^"]+)"', hand_picked))
+    assert older, "the older corpus names its sources"
+    assert not older & {entry.url for entry in ENTRIES}
