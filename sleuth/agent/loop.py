@@ -86,7 +86,11 @@ class RunResult:
 
 @dataclass
 class Investigation:
-    """One question, one brain, one transcript. `messages` starts a resumed run mid-way."""
+    """One question, one brain, one transcript. `messages` starts a resumed run mid-way.
+
+    A turn's calls run through `turn_calls.TurnCalls`, which is given the executor, grounder,
+    findings and tool data when the Investigation is built: pass them here, not later.
+    """
 
     brain: Brain
     ctx: ToolContext
