@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sleuth.agent.replay import ReplayResult
+from sleuth.agent.replay.compare import ReplayResult
 from sleuth.tools.bench.compare import CompareReport
 from sleuth.tools.bench.run_benchmark import BenchRun
 from sleuth.tools.results import ToolResult
