@@ -114,7 +114,8 @@ class Launched:
 
 def _result(ctx: ToolContext, host: SandboxedHost, launched: Launched, watch: Watch) -> ToolResult:
     """Diagnose and stop a launch that is not ready, then report on it."""
-    diagnosis = stopped = None
+    diagnosis: Diagnosis | None = None
+    stopped: str | None = None
     if watch.outcome in ("failed", "exited"):
         diagnosis = _diagnose_log(host, launched, watch)
     if watch.outcome != "ready":

@@ -99,7 +99,8 @@ def status_data(status: Status) -> ServerStatus:
     )
     models = fetched.get("/v1/models")
     info = _first_ok(fetched, "/get_server_info", "/server_info")
-    metrics = fetched.get("/metrics")
+    page = fetched.get("/metrics")
+    metrics = vllm_metrics(page.body) if page is not None and page.status == 200 else None
     return ServerStatus(
         server_id=record.id,
         engine=record.engine,
@@ -119,9 +120,7 @@ def status_data(status: Status) -> ServerStatus:
         ready=ready,
         models=None if models is None else _model_ids(models),
         server_info=None if info is None else sglang_spec_info(info),
-        metrics=vllm_metrics(metrics.body)
-        if metrics is not None and metrics.status == 200
-        else None,
+        metrics=metrics,
     )
 
 
