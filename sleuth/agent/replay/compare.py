@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from sleuth.agent.brains import system_prompt
+from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, QuoteGrounding, ground_quote
 from sleuth.agent.session import sha256_of, tool_specs, tools_hash
 from sleuth.transcripts.events import Finding, SessionStarted, SessionStatus, ToolExecuted
