@@ -13,7 +13,8 @@ from rich.table import Table
 from sleuth.cli import replay_cmd
 from sleuth.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, console, err_console, fail, plural
 from sleuth.cli.common import print_json as print_json_value
-from sleuth.transcripts.render import FORMATS, render, render_rich
+from sleuth.transcripts.render import FORMATS, render
+from sleuth.transcripts.render.text import render_rich
 from sleuth.transcripts.store import LoadedTranscript, TranscriptError, load
 from sleuth.transcripts.verify import VerifyReport, not_verified, verify
 
