@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
-from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -21,8 +20,13 @@ from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
-    ConfigOption,
-    JsonOption,
+    TRANSCRIPTS,
+    AcceptNewHostKey,
+    ApproveFlag,
+    ConfigPath,
+    HostNames,
+    JsonFlag,
+    TranscriptsDir,
     approver,
     console,
     err_console,
@@ -36,10 +40,6 @@ from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoic
 from sleuth.outputs import AskOutput
 from sleuth.tools.context import build_context
 
-HostsOption = typer.Option(None, "--host", "-H", help="Host to investigate (repeat).")
-TranscriptsOption = typer.Option(
-    Path("transcripts"), "--transcripts", help="Folder the transcript is written to."
-)
 EXIT_FOR_STATUS = {
     "answered": EXIT_OK,
     "budget_exhausted": EXIT_BUDGET,
@@ -53,55 +53,61 @@ def register(app: typer.Typer) -> None:
 
 
 def ask(
-    question: str = typer.Argument(..., help="The question, in plain words."),
-    hosts: list[str] = HostsOption,
-    provider: Provider | None = typer.Option(
-        None,
-        "--provider",
-        help="Brain: anthropic, openai (any OpenAI-compatible server) or playbook (offline). "
-        "Default: by the keys and URLs configured.",
-    ),
-    model: str | None = typer.Option(None, "--model", help="Model name for the brain."),
-    base_url: str | None = typer.Option(
-        None, "--base-url", help="An OpenAI-compatible endpoint, e.g. http://gpu1:30000/v1."
-    ),
-    max_tokens: int | None = typer.Option(
-        None, "--max-tokens", min=1, help="Output tokens per model turn (default 4096)."
-    ),
-    tool_choice: ToolChoice | None = typer.Option(
-        None,
-        "--tool-choice",
-        help="OpenAI-compatible servers: required asks for a tool call on the first turn "
-        "(auto after), for small models that would otherwise only talk.",
-    ),
-    max_turns: int | None = typer.Option(None, "--max-turns", min=1, help="Budget: model turns."),
-    max_tool_calls: int | None = typer.Option(
-        None, "--max-tool-calls", min=1, help="Budget: tool calls."
-    ),
-    max_cost: float | None = typer.Option(
-        None, "--max-cost", min=0.0, help="Budget: USD; the model needs a price."
-    ),
-    max_wall: float | None = typer.Option(
-        None, "--max-wall", min=1.0, help="Budget: wall-clock seconds."
-    ),
-    price_input: float | None = typer.Option(
-        None, "--price-input", min=0.0, help="USD per million input tokens for --model."
-    ),
-    price_output: float | None = typer.Option(
-        None, "--price-output", min=0.0, help="USD per million output tokens for --model."
-    ),
-    yes: bool = typer.Option(
-        False,
-        "--yes",
-        help="Approve the host-changing calls each host's `allow` permits, without asking; "
-        "a custom launch command still needs a matching `approve.commands` rule.",
-    ),
-    accept_new_host_key: bool = typer.Option(
-        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
-    ),
-    transcripts: Path = TranscriptsOption,
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    hosts: HostNames = None,
+    provider: Annotated[
+        Provider | None,
+        typer.Option(
+            "--provider",
+            help="Brain: anthropic, openai (any OpenAI-compatible server) or playbook "
+            "(offline). Default: by the keys and URLs configured.",
+        ),
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name for the brain.")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url", help="An OpenAI-compatible endpoint, e.g. http://gpu1:30000/v1."
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option("--max-tokens", min=1, help="Output tokens per model turn (default 4096)."),
+    ] = None,
+    tool_choice: Annotated[
+        ToolChoice | None,
+        typer.Option(
+            "--tool-choice",
+            help="OpenAI-compatible servers: required asks for a tool call on the first turn "
+            "(auto after), for small models that would otherwise only talk.",
+        ),
+    ] = None,
+    max_turns: Annotated[
+        int | None, typer.Option("--max-turns", min=1, help="Budget: model turns.")
+    ] = None,
+    max_tool_calls: Annotated[
+        int | None, typer.Option("--max-tool-calls", min=1, help="Budget: tool calls.")
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option("--max-cost", min=0.0, help="Budget: USD; the model needs a price."),
+    ] = None,
+    max_wall: Annotated[
+        float | None, typer.Option("--max-wall", min=1.0, help="Budget: wall-clock seconds.")
+    ] = None,
+    price_input: Annotated[
+        float | None,
+        typer.Option("--price-input", min=0.0, help="USD per million input tokens for --model."),
+    ] = None,
+    price_output: Annotated[
+        float | None,
+        typer.Option("--price-output", min=0.0, help="USD per million output tokens for --model."),
+    ] = None,
+    yes: ApproveFlag = False,
+    accept_new_host_key: AcceptNewHostKey = False,
+    transcripts: TranscriptsDir = TRANSCRIPTS,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
     """Investigate QUESTION with tools on the hosts and print grounded findings.
 
