@@ -16,11 +16,11 @@ from sleuth.agent.protocols import BrainError, Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.agent.view import LiveView, findings_table
 from sleuth.cli.common import (
+    DEFAULT_TRANSCRIPTS,
     EXIT_BUDGET,
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
-    TRANSCRIPTS,
     AcceptNewHostKey,
     ApproveFlag,
     ConfigPath,
@@ -52,60 +52,70 @@ def register(app: typer.Typer) -> None:
     app.command("ask")(ask)
 
 
+# The options only `ask` takes.
+Question = Annotated[str, typer.Argument(help="The question, in plain words.")]
+ProviderName = Annotated[
+    Provider | None,
+    typer.Option(
+        "--provider",
+        help="Brain: anthropic, openai (any OpenAI-compatible server) or playbook "
+        "(offline). Default: by the keys and URLs configured.",
+    ),
+]
+ModelName = Annotated[str | None, typer.Option("--model", help="Model name for the brain.")]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option("--base-url", help="An OpenAI-compatible endpoint, e.g. http://gpu1:30000/v1."),
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option("--max-tokens", min=1, help="Output tokens per model turn (default 4096)."),
+]
+FirstToolChoice = Annotated[
+    ToolChoice | None,
+    typer.Option(
+        "--tool-choice",
+        help="OpenAI-compatible servers: required asks for a tool call on the first turn "
+        "(auto after), for small models that would otherwise only talk.",
+    ),
+]
+MaxTurns = Annotated[int | None, typer.Option("--max-turns", min=1, help="Budget: model turns.")]
+MaxToolCalls = Annotated[
+    int | None, typer.Option("--max-tool-calls", min=1, help="Budget: tool calls.")
+]
+MaxCost = Annotated[
+    float | None, typer.Option("--max-cost", min=0.0, help="Budget: USD; the model needs a price.")
+]
+MaxWall = Annotated[
+    float | None, typer.Option("--max-wall", min=1.0, help="Budget: wall-clock seconds.")
+]
+PriceInput = Annotated[
+    float | None,
+    typer.Option("--price-input", min=0.0, help="USD per million input tokens for --model."),
+]
+PriceOutput = Annotated[
+    float | None,
+    typer.Option("--price-output", min=0.0, help="USD per million output tokens for --model."),
+]
+
+
 def ask(
-    question: Annotated[str, typer.Argument(help="The question, in plain words.")],
+    question: Question,
     hosts: HostNames = None,
-    provider: Annotated[
-        Provider | None,
-        typer.Option(
-            "--provider",
-            help="Brain: anthropic, openai (any OpenAI-compatible server) or playbook "
-            "(offline). Default: by the keys and URLs configured.",
-        ),
-    ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name for the brain.")] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url", help="An OpenAI-compatible endpoint, e.g. http://gpu1:30000/v1."
-        ),
-    ] = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option("--max-tokens", min=1, help="Output tokens per model turn (default 4096)."),
-    ] = None,
-    tool_choice: Annotated[
-        ToolChoice | None,
-        typer.Option(
-            "--tool-choice",
-            help="OpenAI-compatible servers: required asks for a tool call on the first turn "
-            "(auto after), for small models that would otherwise only talk.",
-        ),
-    ] = None,
-    max_turns: Annotated[
-        int | None, typer.Option("--max-turns", min=1, help="Budget: model turns.")
-    ] = None,
-    max_tool_calls: Annotated[
-        int | None, typer.Option("--max-tool-calls", min=1, help="Budget: tool calls.")
-    ] = None,
-    max_cost: Annotated[
-        float | None,
-        typer.Option("--max-cost", min=0.0, help="Budget: USD; the model needs a price."),
-    ] = None,
-    max_wall: Annotated[
-        float | None, typer.Option("--max-wall", min=1.0, help="Budget: wall-clock seconds.")
-    ] = None,
-    price_input: Annotated[
-        float | None,
-        typer.Option("--price-input", min=0.0, help="USD per million input tokens for --model."),
-    ] = None,
-    price_output: Annotated[
-        float | None,
-        typer.Option("--price-output", min=0.0, help="USD per million output tokens for --model."),
-    ] = None,
+    provider: ProviderName = None,
+    model: ModelName = None,
+    base_url: BaseUrl = None,
+    max_tokens: MaxTokens = None,
+    tool_choice: FirstToolChoice = None,
+    max_turns: MaxTurns = None,
+    max_tool_calls: MaxToolCalls = None,
+    max_cost: MaxCost = None,
+    max_wall: MaxWall = None,
+    price_input: PriceInput = None,
+    price_output: PriceOutput = None,
     yes: ApproveFlag = False,
     accept_new_host_key: AcceptNewHostKey = False,
-    transcripts: TranscriptsDir = TRANSCRIPTS,
+    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:

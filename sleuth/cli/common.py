@@ -41,14 +41,10 @@ console = _console(stderr=False)
 err_console = _console(stderr=True)
 
 # The options more than one command takes, declared once: `config: ConfigPath = None`.
-ConfigPath = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        help="Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml).",
-    ),
-]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object for programs.")]
+_CONFIG_HELP = "Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml)."
+_JSON_HELP = "Print one JSON object for programs."
+ConfigPath = Annotated[Path | None, typer.Option("--config", help=_CONFIG_HELP)]
+JsonFlag = Annotated[bool, typer.Option("--json", help=_JSON_HELP)]
 AcceptNewHostKey = Annotated[
     bool,
     typer.Option("--accept-new-host-key", help="Trust and store an unknown SSH host key."),
@@ -58,7 +54,7 @@ HostNames = Annotated[
     list[str] | None,
     typer.Option("--host", "-H", help="Host to act on (from sleuth.toml); repeat for several."),
 ]
-TRANSCRIPTS = Path("transcripts")
+DEFAULT_TRANSCRIPTS = Path("transcripts")
 TranscriptsDir = Annotated[
     Path, typer.Option("--transcripts", help="Folder the transcript is written to.")
 ]
@@ -78,12 +74,8 @@ TranscriptFile = Annotated[
 ]
 
 # Still used by bench_cmd, which moves to ConfigPath and JsonFlag when it is split.
-ConfigOption = typer.Option(
-    None,
-    "--config",
-    help="Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml).",
-)
-JsonOption = typer.Option(False, "--json", help="Print one JSON object for programs.")
+ConfigOption = typer.Option(None, "--config", help=_CONFIG_HELP)
+JsonOption = typer.Option(False, "--json", help=_JSON_HELP)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

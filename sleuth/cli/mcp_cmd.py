@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from sleuth.cli.common import (
+    DEFAULT_TRANSCRIPTS,
     EXIT_USAGE,
-    TRANSCRIPTS,
     AcceptNewHostKey,
     ConfigPath,
     HostNames,
@@ -54,7 +54,7 @@ def mcp(
         ),
     ] = False,
     hosts: HostNames = None,
-    transcripts: TranscriptsDir = TRANSCRIPTS,
+    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     accept_new_host_key: AcceptNewHostKey = False,
     config: ConfigPath = None,
 ) -> None:

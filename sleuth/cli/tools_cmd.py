@@ -13,10 +13,10 @@ from rich.table import Table
 
 from sleuth.agent.session import record_cli_call
 from sleuth.cli.common import (
+    DEFAULT_TRANSCRIPTS,
     EXIT_ERROR,
     EXIT_REFUSED,
     EXIT_USAGE,
-    TRANSCRIPTS,
     AcceptNewHostKey,
     ConfigPath,
     HostName,
@@ -83,7 +83,7 @@ def run_tool(
         ),
     ] = False,
     accept_new_host_key: AcceptNewHostKey = False,
-    transcripts: TranscriptsDir = TRANSCRIPTS,
+    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:
