@@ -24,8 +24,8 @@ from sleuth.agent.session import tool_specs
 from sleuth.config import Budget
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ApprovalHook
-from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import ContentBlock, ModelResponse, SessionStarted, Usage
+from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.store import TranscriptWriter, load
 
 TOOL_TURNS = 65

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import ApprovalRules, ConfigError, HostConfig, Limits, load_settings
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Fallback, approver_for
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 
 ALLOW = ["launch_server", "stop_server", "run_benchmark"]
 SGLANG = ["python3", "-m", "sglang.launch_server"]

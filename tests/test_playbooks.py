@@ -130,7 +130,7 @@ def test_engine_support_for_a_flag_lists_files_and_lines(
     assert finding.verdict == "yes" and finding.grounded
     assert "server_args.py" in finding.claim
     grep = next(c for c in calls(result) if c.tool == "grep")
-    assert "server_args.py:4:" in grep.output
+    assert "server_args.py:4:" in grep.result.output
 
 
 def test_environment_without_gpu_is_an_answer(ctx: ToolContext, tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_environment_without_gpu_is_an_answer(ctx: ToolContext, tmp_path: Path) 
     assert result.status == "answered"
     gpu = next(f for f in result.findings if "GPU" in f.claim)
     assert gpu.grounded and gpu.verdict == "no"
-    assert all(c.ok for c in calls(result))
+    assert all(c.result.ok for c in calls(result))
 
 
 def test_an_unroutable_question_lists_the_families(tmp_path: Path, deployment: Path) -> None:

@@ -21,16 +21,17 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program.loadgen import METRIC_PREFIXES, metric_totals
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
-from sleuth.tools.results import ToolError, ToolResult
+from sleuth.tools.results import ToolError
 from sleuth.tools.serving.engines import LaunchOptions, Speculative, build_argv
 from sleuth.tools.serving.status import vllm_metrics
+from sleuth.transcripts.results import ToolResult
 
 SERVER = str(Path(__file__).with_name("streaming_server.py"))
 READY_LINE = "The server is fired up and ready to roll!"

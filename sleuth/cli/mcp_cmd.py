@@ -29,7 +29,6 @@ from sleuth.mcp.transport import (
     serve_http,
     serve_stdio,
 )
-from sleuth.tools.approval import approver_for
 from sleuth.tools.context import build_context
 
 
@@ -85,7 +84,7 @@ def mcp(
     except (BindError, ConfigError) as exc:
         fail(str(exc), EXIT_USAGE)
     # A client that cannot be asked gets the host's approval rules, which refuse the rest.
-    state = ServeState(ctx, transcripts.absolute(), settings, fallback=approver_for("refuse"))
+    state = ServeState(ctx, transcripts.absolute(), settings)
     server = build_server(state)
     try:
         if bind is None:

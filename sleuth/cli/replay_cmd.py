@@ -36,7 +36,6 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.config import LOCAL, ConfigError, Settings
-from sleuth.mcp.replay import is_mcp_session, replay_session
 from sleuth.outputs import ReplayOutput
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.transcripts.store import TranscriptError
@@ -90,9 +89,7 @@ def replay_cmd(
     if live:
         ctx = _context(recorded, settings_or_exit(config), False, False, accept_new_host_key)
     try:
-        # An MCP session has no model turns: its recorded calls are what replays.
-        run = replay_session if is_mcp_session(recorded) else replay
-        result = run(recorded, live_ctx=ctx)
+        result = replay(recorded, live_ctx=ctx)
     except (ReplayError, TranscriptError) as exc:
         fail(str(exc))
     finally:

@@ -32,7 +32,8 @@ from sleuth.tools.checkpoints.checkpoint_tools import CheckpointSummary, summari
 from sleuth.tools.context import ToolContext
 from sleuth.tools.environment.env_tools import GpuInfoInput, PythonEnv, gpu_info
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
+from sleuth.transcripts.results import ToolResult
 
 WEIGHT_MARGIN = 0.05
 """Weights must leave this share of the static budget for the KV pool to count as fitting."""

@@ -23,7 +23,8 @@ from sleuth.hosts.program import checkpoint_probe as probe
 from sleuth.hosts.program import program
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
+from sleuth.transcripts.results import ToolResult
 
 READ_THREADS = 16
 PROBE_OUTPUT_CAP = 16 * 1024 * 1024

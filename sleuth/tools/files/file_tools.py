@@ -17,8 +17,9 @@ from sleuth.tools.context import ToolContext
 from sleuth.tools.files import redacted_grep
 from sleuth.tools.files.keyed_secrets import scan_paths, too_big
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
 from sleuth.transcripts.redact import redact_keyed
+from sleuth.transcripts.results import ToolResult
 
 try:
     import orjson
