@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ElicitationFnT
+from mcp.client.streamable_http import streamable_http_client
 
 from sleuth.transcripts.events import Event
 from sleuth.transcripts.store import load
@@ -33,12 +35,19 @@ from tests.sshd import SSHServer, free_port
 NOTES = "line one\nline two\nmagic word 42\n"
 SECRET = "the-outside-secret-7f3a"
 CLIENT = types.Implementation(name="sleuth-tests", version="1.2.3")
+TOKEN = "test-token-" + "t" * 24
 
 
 @dataclass(frozen=True)
 class Served:
     url: str
     pid: int
+    token: str = TOKEN
+
+    def client(self, **options: Any) -> Client:
+        """The official client, sending this server's bearer token."""
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"})
+        return Client(streamable_http_client(self.url, http_client=http), **options)
 
 
 @dataclass
@@ -89,19 +98,24 @@ class McpProject:
         )
 
     @contextlib.contextmanager
-    def http_server(self, *extra: str, env: dict[str, str] | None = None) -> Iterator[Served]:
-        """`sleuth mcp --http 127.0.0.1:PORT` running; SIGTERM at the end."""
+    def http_server(
+        self, *extra: str, env: dict[str, str] | None = None, bind: str = "127.0.0.1"
+    ) -> Iterator[Served]:
+        """`sleuth mcp --http BIND:PORT` running with TOKEN (unless `env` sets another);
+        SIGTERM at the end."""
         port = free_port()
+        env = {"SLEUTH_MCP_TOKEN": TOKEN, **(env or {})}
         proc = subprocess.Popen(
-            self.argv("--http", f"127.0.0.1:{port}", *extra),
+            self.argv("--http", f"{bind}:{port}", *extra),
             cwd=self.root,
-            env={**self.env(), **(env or {})},
+            env={**self.env(), **env},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         try:
-            wait_for_port(port, proc)
-            yield Served(f"http://127.0.0.1:{port}/mcp", proc.pid)
+            wait_for_port(port, proc, bind.strip("[]"))
+            host = bind if ":" not in bind or bind.startswith("[") else f"[{bind}]"
+            yield Served(f"http://{host}:{port}/mcp", proc.pid, env["SLEUTH_MCP_TOKEN"])
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -125,8 +139,8 @@ class McpProject:
                 yield client
             return
         with self.http_server() as served:
-            async with Client(
-                served.url, mode=mode, client_info=CLIENT, elicitation_callback=elicit
+            async with served.client(
+                mode=mode, client_info=CLIENT, elicitation_callback=elicit
             ) as client:
                 yield client
 
@@ -140,14 +154,17 @@ class McpProject:
         return load(paths[0]).events
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+def wait_for_port(
+    port: int, proc: subprocess.Popen[bytes], host: str = "127.0.0.1", timeout: float = 30
+) -> None:
     deadline = time.monotonic() + timeout
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             err = proc.stderr.read().decode() if proc.stderr else ""
             raise RuntimeError(f"sleuth mcp --http exited {proc.returncode}: {err}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
+        with socket.socket(family) as sock:
+            if sock.connect_ex((host, port)) == 0:
                 return
         time.sleep(0.05)
     raise TimeoutError(f"sleuth mcp --http did not listen on {port} in {timeout} s")

@@ -40,12 +40,18 @@ def has_no_turns(recorded: Recorded) -> bool:
     return not recording.turns and bool(recording.calls)
 
 
-def replay_calls(recorded: Recorded, *, live_ctx: ToolContext | None = None) -> ReplayResult:
+def replay_calls(
+    recorded: Recorded,
+    *,
+    live_ctx: ToolContext | None = None,
+    events: list[Event] | None = None,
+) -> ReplayResult:
+    """Replay the recorded calls of `recorded`; `events` receives what the replay records."""
     began = time.monotonic()
     recording = recorded.recording
     cursor = Cursor()
     live = LiveTools(cursor) if live_ctx is not None else None
-    events: list[Event] = []
+    events = [] if events is None else events
     pipeline = CallPipeline(
         live_ctx or ToolContext(hosts={}),
         events.append,

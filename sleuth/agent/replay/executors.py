@@ -111,9 +111,11 @@ class MemoryWriter(TranscriptWriter):
     fsync per event would cost more than the whole replay. In offline mode it stops the run at
     the first report_finding whose answer differs from the recorded one."""
 
-    def __init__(self, path: Path, cursor: Cursor, strict: bool) -> None:
+    def __init__(
+        self, path: Path, cursor: Cursor, strict: bool, events: list[Event] | None = None
+    ) -> None:
         self.path = Path(f"replay of {path}")
-        self.events: list[Event] = []
+        self.events: list[Event] = [] if events is None else events
         self._cursor, self._strict = cursor, strict
         self._lock = threading.Lock()
 

@@ -48,7 +48,7 @@ from sleuth.agent.replay.executors import LiveTools, MemoryWriter, RecordedConse
 from sleuth.agent.replay.recorded import Recorded, replayable
 from sleuth.config import Budget, Settings
 from sleuth.tools.context import ToolContext
-from sleuth.transcripts.events import SessionStatus, Totals
+from sleuth.transcripts.events import Event, SessionStatus, Totals
 from sleuth.transcripts.recording import Recording
 from sleuth.transcripts.store import TranscriptWriter
 
@@ -59,16 +59,18 @@ def replay(
     live_ctx: ToolContext | None = None,
     brain: Brain | None = None,
     settings: Settings | None = None,
+    events: list[Event] | None = None,
 ) -> ReplayResult:
     """Replay the transcript at `source` (a path, or one `replayable` already read).
 
     `live_ctx` runs the tools for real on its hosts (drift); without it the recorded results
     answer. `brain` re-drives a deterministic brain (a playbook) instead of the recorded
-    turns, and its calls are checked against the recording.
+    turns, and its calls are checked against the recording. `events`, when given, receives
+    the events the replay records (they are kept in memory, never written).
     """
     recorded = replayable(source)
     if has_no_turns(recorded) and brain is None:
-        return replay_calls(recorded, live_ctx=live_ctx)
+        return replay_calls(recorded, live_ctx=live_ctx, events=events)
     recording = recorded.recording
     cursor = Cursor()
     live = LiveTools(cursor) if live_ctx is not None else None
@@ -79,7 +81,7 @@ def replay(
         recording,
         driver,
         live_ctx or ToolContext(hosts={}),
-        MemoryWriter(recorded.path, cursor, strict=live is None),
+        MemoryWriter(recorded.path, cursor, strict=live is None, events=events),
         (live, live_consent)
         if live is not None
         else (RecordedTools(cursor), RecordedConsent(recording)),
