@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -99,23 +100,30 @@ class McpProject:
 
     @contextlib.contextmanager
     def http_server(
-        self, *extra: str, env: dict[str, str] | None = None, bind: str = "127.0.0.1"
+        self,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        bind: str = "127.0.0.1",
+        token: str | None = TOKEN,
     ) -> Iterator[Served]:
-        """`sleuth mcp --http BIND:PORT` running with TOKEN (unless `env` sets another);
-        SIGTERM at the end."""
+        """`sleuth mcp --http BIND:PORT` running with `token` (None: no SLEUTH_MCP_TOKEN, so
+        the server makes one up and says it on stderr); SIGTERM at the end."""
         port = free_port()
-        env = {"SLEUTH_MCP_TOKEN": TOKEN, **(env or {})}
+        environ = {k: v for k, v in self.env().items() if k != "SLEUTH_MCP_TOKEN"}
+        environ |= {"SLEUTH_MCP_TOKEN": token} if token else {}
+        environ |= env or {}
         proc = subprocess.Popen(
             self.argv("--http", f"{bind}:{port}", *extra),
             cwd=self.root,
-            env={**self.env(), **env},
+            env=environ,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         try:
             wait_for_port(port, proc, bind.strip("[]"))
+            given = environ.get("SLEUTH_MCP_TOKEN") or told_token(proc)
             host = bind if ":" not in bind or bind.startswith("[") else f"[{bind}]"
-            yield Served(f"http://{host}:{port}/mcp", proc.pid, env["SLEUTH_MCP_TOKEN"])
+            yield Served(f"http://{host}:{port}/mcp", proc.pid, given)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -168,6 +176,16 @@ def wait_for_port(
                 return
         time.sleep(0.05)
     raise TimeoutError(f"sleuth mcp --http did not listen on {port} in {timeout} s")
+
+
+def told_token(proc: subprocess.Popen[bytes]) -> str:
+    """The token `sleuth mcp --http` made up and printed, read from its stderr."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        found = re.search(r"this run's token is (\S+)", line.decode())
+        if found:
+            return found.group(1)
+    raise AssertionError("sleuth mcp --http printed no token")
 
 
 def text_of(result: types.CallToolResult) -> str:
