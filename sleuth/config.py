@@ -12,6 +12,19 @@ engines = ["sglang"]
 commands = [["python3", "-m", "sglang.launch_server"]]
 env = ["CUDA_VISIBLE_DEVICES", "HF_HOME", "SGLANG_*"]   # what a launch's `env` may set
 
+[groups]                             # host groups: names and glob patterns over the hosts
+decode = ["gpu-d*"]                  # above and the aliases of ~/.ssh/config
+
+[groups.prefill]                     # the long form: defaults for members known only from
+hosts = ["gpu-p*"]                   # ~/.ssh/config, and the rules a fleet call of a
+roots = ["/models"]                  # mutating tool needs (`host = "@prefill"`)
+[groups.prefill.approve]
+tools = ["stop_server"]
+
+[fleet]
+concurrency = 32                     # hosts a fleet call reaches at once
+host_timeout_s = 120                 # one host's share of a fleet call
+
 [limits]
 timeout_s = 30
 
@@ -35,13 +48,16 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 CONFIG_NAME = "sleuth.toml"
 _ENV_RULE = re.compile(r"[A-Z_][A-Z0-9_]*\*?|\*")
 """An approve.env entry: a name, or a name prefix ending in `*`."""
+_GROUP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+ALL_HOSTS = "all"
+"""The group every run has: all of its hosts but `local`; sleuth.toml cannot redefine it."""
 USER_CONFIG = Path("~/.config/sleuth/hosts.toml")
 LOCAL = "local"
 
@@ -90,6 +106,41 @@ class HostConfig(_Strict):
     """The interpreter Sleuth's own read-only helper programs run with on this host."""
     approve: ApprovalRules = Field(default_factory=ApprovalRules)
     """Which of the allowed mutating calls are approved without asking."""
+
+
+class GroupConfig(_Strict):
+    """A named group of hosts: `--hosts NAME` picks them, `host = "@NAME"` runs a read-only
+    tool on all of them at once (a fleet call). `decode = ["gpu-d*"]` is short for
+    `[groups.decode] hosts = ["gpu-d*"]`."""
+
+    hosts: list[str] = Field(min_length=1)
+    """Host names and glob patterns (`gpu-d*`, `node-[0-7]`) over the hosts of [hosts] and the
+    aliases of ~/.ssh/config."""
+    roots: list[str] = Field(default_factory=list)
+    """Roots of the members known only from ~/.ssh/config; a member with its own [hosts.NAME]
+    keeps its own."""
+    python: str = "python3"
+    """The interpreter of the members known only from ~/.ssh/config."""
+    allow: list[str] = Field(default_factory=list)
+    """Mutating tools permitted on the members known only from ~/.ssh/config."""
+    approve: ApprovalRules = Field(default_factory=ApprovalRules)
+    """The rules a fleet call of a mutating tool on this group needs: it is never fanned out
+    without one (no `--yes`, no prompt), and each member must still `allow` the tool."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, raw: Any) -> Any:
+        return {"hosts": raw} if isinstance(raw, list) else raw
+
+
+class FleetSettings(_Strict):
+    """How a fleet call (`host = "@GROUP"`) reaches its hosts."""
+
+    concurrency: int = Field(32, ge=1, le=1024)
+    """Hosts a fleet call runs on at once (`--fleet-concurrency`)."""
+    host_timeout_s: float = Field(120.0, gt=0)
+    """A host that has not answered this long after its call began is reported as timed out;
+    the others' answers do not wait for it."""
 
 
 class Limits(_Strict):
@@ -153,6 +204,8 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
 
 class Settings(_Strict):
     hosts: dict[str, HostConfig] = Field(default_factory=dict)
+    groups: dict[str, GroupConfig] = Field(default_factory=dict)
+    fleet: FleetSettings = Field(default_factory=FleetSettings)
     limits: Limits = Field(default_factory=Limits)
     budget: Budget = Field(default_factory=Budget)
     brain: BrainSettings = Field(default_factory=BrainSettings)
@@ -215,12 +268,52 @@ def _parse(path: Path) -> Settings:
             key, why = problem
             line = locate_key(text, ["hosts", name, "approve", key])
             raise ConfigError(f"{path}:{line}: host `{name}`: {why}")
+    for name, group in settings.groups.items():
+        if found := group_problem(name, group, settings):
+            keys, reason = found
+            line = locate_key(text, ["groups", name, *keys])
+            raise ConfigError(f"{path}:{line}: group `{name}`: {reason}")
     return settings
+
+
+def group_problem(
+    name: str, group: GroupConfig, settings: Settings
+) -> tuple[list[str], str] | None:
+    """The key of a group that cannot mean what it says, and why; or None."""
+    if name == ALL_HOSTS:
+        return [], f"`{ALL_HOSTS}` is built in (every host of the run); give the group another name"
+    if not _GROUP_NAME.fullmatch(name):
+        return [], "a group name is letters, digits, `_`, `.` and `-`"
+    if name in settings.hosts:
+        return [], f"a host is named `{name}` too; `--hosts {name}` would mean either: rename one"
+    if bad := [root for root in group.roots if not os.path.isabs(root)]:
+        return ["roots"], f"root {bad[0]!r} must be absolute"
+    if problem := rules_problem(group.approve):
+        key, why = problem
+        return ["approve", key], why
+    return None
 
 
 def approval_problem(host: HostConfig) -> tuple[str, str] | None:
     """The key of a host's approval rules that cannot mean what it says, and why; or None."""
+    if problem := rules_problem(host.approve):
+        return problem
     rules = host.approve
+    needs = [("tools", tool) for tool in rules.tools]
+    needs += [("engines", "launch_server")] if rules.engines else []
+    needs += [("commands", "launch_server")] if rules.commands else []
+    needs += [("env", "launch_server")] if rules.env else []
+    for key, tool in needs:
+        if tool not in host.allow:
+            return key, (
+                f"approve.{key} needs {tool} in `allow`: a call must be allowed before it can "
+                f"be approved. Set `allow = {[*host.allow, tool]!r}`"
+            )
+    return None
+
+
+def rules_problem(rules: ApprovalRules) -> tuple[str, str] | None:
+    """The key of approval rules (a host's or a group's) that cannot mean what it says."""
     if "launch_server" in rules.tools:
         return "tools", (
             "approve.tools cannot list launch_server: it is approved per engine and per "
@@ -233,16 +326,6 @@ def approval_problem(host: HostConfig) -> tuple[str, str] | None:
             f"approve.env holds {bad[0]!r}: give variable names (A-Z, 0-9, _), a glob "
             'such as "SGLANG_*" for ordinary names'
         )
-    needs = [("tools", tool) for tool in rules.tools]
-    needs += [("engines", "launch_server")] if rules.engines else []
-    needs += [("commands", "launch_server")] if rules.commands else []
-    needs += [("env", "launch_server")] if rules.env else []
-    for key, tool in needs:
-        if tool not in host.allow:
-            return key, (
-                f"approve.{key} needs {tool} in `allow`: a call must be allowed before it can "
-                f"be approved. Set `allow = {[*host.allow, tool]!r}`"
-            )
     return None
 
 

@@ -16,6 +16,9 @@ all call it; `run_live` below is the one place a tool's function is called. What
 between callers is a parameter, not a copy of the handling: the `executor` (live, the
 recorded result, live and compared) and the `consent` (live rules and approver, or the
 recorded decision when a replay answers from a transcript).
+
+A call whose host is a group (`host="@decode"`) is a fleet call: `agent/fleet/run.py` sends
+each member's part through these same steps and groups the answers.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder, Outcome
+from sleuth.agent.fleet.consent import fleet_consent
+from sleuth.agent.fleet.run import run_fleet
+from sleuth.agent.fleet.view import FleetPart, FleetView
 from sleuth.agent.records import approval_event, tool_event
 from sleuth.errors import ErrorKind, KindedError
 from sleuth.tools.approval import (
@@ -42,6 +48,7 @@ from sleuth.tools.approval import (
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import Tool, ToolInput, get_tool, validation_text
 from sleuth.transcripts.events import ErrorEvent, Event, Finding, FindingEvent, ToolExecuted
+from sleuth.transcripts.fleet import is_fleet_host
 from sleuth.transcripts.redact import redact, redact_data
 from sleuth.transcripts.results import ToolResult
 
@@ -56,10 +63,19 @@ class Call:
     call_id: str
     tool: str
     input: dict[str, Any]
+    part_of: FleetPart | None = None
+    """Set for one host's part of a fleet call."""
 
     @property
     def host(self) -> str:
         return str(self.input.get("host", "local"))
+
+    @property
+    def group(self) -> str:
+        """The group a fleet call, or a part of one, acts on; "" for an ordinary call."""
+        if self.part_of is not None:
+            return self.part_of.group
+        return self.host[1:] if is_fleet_host(self.host) else ""
 
 
 class Executor(Protocol):
@@ -120,7 +136,10 @@ def approval_request(ctx: ToolContext, spec: Tool, args: ToolInput) -> ApprovalR
 
 
 def live_consent(ctx: ToolContext, spec: Tool, args: ToolInput, call: Call) -> Approval:
-    """The host's rules and the context's approver decide."""
+    """The host's rules and the context's approver decide; for a fleet call, the group's
+    rules alone."""
+    if call.group:
+        return fleet_consent(ctx, spec, args, call.group)
     request = approval_request(ctx, spec, args)
     return request, decide(request, ctx.approver)
 
@@ -148,6 +167,8 @@ class CallPipeline:
     executor: Executor = run_live
     consent: Consent = live_consent
     findings: list[Finding] = field(default_factory=list)
+    fleet: FleetView | None = None
+    """The groups and hosts fleet calls may reach (None: a session without groups)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def tool(
@@ -158,16 +179,24 @@ class CallPipeline:
         find it then): a finding may quote the call from the next turn on. `approver` decides
         this call instead of the context's (an MCP client's answer belongs to its own call)."""
         ctx = self.ctx if approver is None else replace(self.ctx, approver=approver)
-        return self.answered(call, self._answer(ctx, call), turn)
+        if call.part_of is None and is_fleet_host(call.host):
+            return run_fleet(self, ctx, call, turn)
+        return self.answered(call, self.answer(ctx, call), turn)
 
     def answered(self, call: Call, result: ToolResult, turn: int | Callable[[], int]) -> ToolResult:
         """The steps after execution, for a result in hand: redact, ground, record. The loop
         sends a call it does not run (the budget is spent, its arguments are not JSON) here."""
-        result = redacted(result)
+        result = self.settle(call, result)
         made_in = turn() if callable(turn) else turn
         record = CallRecord(call.call_id, call.tool, call.input, result.output, result.ok, made_in)
         self.grounder.record(record)
-        self._record(tool_event(call.call_id, call.tool, call.input, result))
+        return result
+
+    def settle(self, call: Call, result: ToolResult) -> ToolResult:
+        """Redact and record a result (a fleet call grounds its parts once its turn is known)."""
+        result = redacted(result)
+        fleet = call.part_of.call_id if call.part_of else None
+        self._record(tool_event(call.call_id, call.tool, call.input, result, fleet))
         if result.traceback:  # a bug, not a failed call: say so, and keep where it happened
             message = f"{call.call_id} {result.error}\n{result.traceback}"
             self._record(ErrorEvent(where="tool", message=message))
@@ -201,7 +230,16 @@ class CallPipeline:
         for call_id, finding in self.grounder.unmended():
             self.keep(call_id, finding)
 
-    def _answer(self, ctx: ToolContext, call: Call) -> ToolResult:
+    def answer(self, ctx: ToolContext, call: Call) -> ToolResult:
+        """Validate, decide and execute one call; the result is not yet redacted."""
+        admitted = self.admit(ctx, call)
+        if isinstance(admitted, ToolResult):
+            return admitted
+        return self.executor(ctx, *admitted, call)
+
+    def admit(self, ctx: ToolContext, call: Call) -> tuple[Tool, ToolInput] | ToolResult:
+        """The tool and its validated input, or the result of a call that may not run (invalid,
+        refused, not approved)."""
         try:
             spec = get_tool(call.tool)
             args = spec.input_model.model_validate(call.input)
@@ -218,7 +256,7 @@ class CallPipeline:
                 ErrorKind.INTERNAL,
                 traceback=traceback.format_exc(),
             )
-        return self.executor(ctx, spec, args, call)
+        return spec, args
 
     def _consent(
         self, ctx: ToolContext, spec: Tool, args: ToolInput, call: Call

@@ -8,6 +8,10 @@ from a call that succeeded unless the claim is about that failure. A finding
 with a failed quote is held back and the model is told exactly which quote
 failed against which call; its next report (naming the held one in `mends`, or
 repeating its claim) is kept either way, marked ungrounded if a quote still fails.
+
+A quote from a fleet call (`host="@GROUP"`) may name `hosts`: it is then checked against each
+named host's own output (as recorded, or with that host's own details masked, as the grouped
+result shows it), not against the grouped result.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sleuth.errors import ErrorKind
 from sleuth.transcripts.events import Evidence, Finding, ToolSpec, Verdict
+from sleuth.transcripts.fleet import part_id
+from sleuth.transcripts.hostlist import expand
 from sleuth.transcripts.recording import REPORT_FINDING as REPORT_FINDING
 
 # read_lines numbers its lines ("    12\tcode"); a quote of several lines may leave them out.
@@ -32,6 +38,11 @@ class EvidenceInput(BaseModel):
     quote: str = Field(
         min_length=1,
         description="Text copied exactly from that call's output (a line or a few lines).",
+    )
+    hosts: list[str] = Field(
+        default_factory=list,
+        description="Only for a call on a host group (host='@NAME'): the hosts whose own output "
+        "holds the quote, as names or ranges like gpu-[01-06,08]; it is checked against each.",
     )
 
 
@@ -74,7 +85,14 @@ def normalise(text: str) -> str:
 
 
 GroundingFailure = Literal[
-    "unknown_call", "same_turn", "too_short", "not_found", "echo", "error_result", "bare_number"
+    "unknown_call",
+    "same_turn",
+    "too_short",
+    "not_found",
+    "echo",
+    "error_result",
+    "bare_number",
+    "unknown_host",
 ]
 """Why a quote did not ground its claim; replay and the loop branch on this, never on text."""
 
@@ -105,6 +123,11 @@ class CallRecord:
     ok: bool
     turn: int
     """The model turn that made the call; its output is visible from turn + 1 on."""
+    masked: str = ""
+    """One host's part of a fleet call: its output with the host's own details masked, as the
+    grouped result shows it; a quote may come from either form."""
+    fleet_call: str = ""
+    """One host's part of a fleet call: the fleet call's id."""
 
 
 class QuoteGrounding(BaseModel):
@@ -145,7 +168,8 @@ def ground_quote(quote: str, call: CallRecord | None, *, claim: str, turn: int) 
             "wrote this finding. Read it, then report in a later turn",
         )
     text = normalise(quote)
-    lines = _output_lines(call.output)
+    outputs = [call.output, call.masked] if call.masked else [call.output]
+    lines = [line for output in outputs for line in _output_lines(output)]
     if not call.ok and not _FAILURE_WORDS.search(claim):
         return no(
             "error_result",
@@ -177,7 +201,7 @@ def ground_quote(quote: str, call: CallRecord | None, *, claim: str, turn: int) 
             f"{quote!r} is (part of) an argument of call {call.call_id}: it shows what was "
             "asked, not what was found; quote the whole output line it is on",
         )
-    forms = [normalise(call.output), normalise(_LINE_NUMBER.sub("", call.output))]
+    forms = [f(out) for out in outputs for f in (normalise, _without_line_numbers)]
     if not any(_occurs(text, form) for form in forms):
         return no("not_found", f"quote {quote!r} does not occur in {where}")
     if not any(_occurs_outside(text, form, echoes) for form in forms):
@@ -186,6 +210,10 @@ def ground_quote(quote: str, call: CallRecord | None, *, claim: str, turn: int) 
             f"{quote!r} occurs in {where} only as an echo of the call's own arguments",
         )
     return QuoteGrounding(call_id=call_id, quote=quote, grounded=True)
+
+
+def _without_line_numbers(output: str) -> str:
+    return normalise(_LINE_NUMBER.sub("", output))
 
 
 def _output_lines(output: str) -> list[str]:
@@ -298,13 +326,13 @@ class Grounder:
                 [],
                 ErrorKind.INVALID_INPUT,
             )
-        quotes = [self.check(e.call_id, e.quote, args.claim, turn) for e in args.evidence]
+        quotes = [self.check(e.call_id, e.quote, args.claim, turn, e.hosts) for e in args.evidence]
         finding = Finding(
             claim=args.claim,
             verdict=args.verdict,
             confidence=args.confidence,
             evidence=[
-                Evidence(call_id=e.call_id, quote=e.quote, grounded=q.grounded)
+                Evidence(call_id=e.call_id, quote=e.quote, grounded=q.grounded, hosts=e.hosts)
                 for e, q in zip(args.evidence, quotes, strict=True)
             ],
             next_steps=args.next_steps,
@@ -336,14 +364,48 @@ class Grounder:
             ErrorKind.FAILED,
         )
 
-    def check(self, call_id: str, quote: str, claim: str, turn: int) -> QuoteGrounding:
+    def check(
+        self, call_id: str, quote: str, claim: str, turn: int, hosts: list[str] | None = None
+    ) -> QuoteGrounding:
+        if hosts:
+            return self._check_hosts(call_id, quote, claim, turn, hosts)
         call = self.calls.get(call_id)
         verdict = ground_quote(quote, call, claim=claim, turn=turn)
         if call is None:
-            known = ", ".join(self.calls) or "(none yet)"
+            known = ", ".join(c for c, r in self.calls.items() if not r.fleet_call) or "(none yet)"
             why = f"call id {call_id!r} is not a tool call of this session; known: {known}"
             return verdict.model_copy(update={"call_id": call_id, "why": why})
         return verdict
+
+    def _check_hosts(
+        self, call_id: str, quote: str, claim: str, turn: int, hosts: list[str]
+    ) -> QuoteGrounding:
+        """The quote against each named host's own part of fleet call `call_id`."""
+
+        def no(why: str) -> QuoteGrounding:
+            return QuoteGrounding(
+                call_id=call_id, quote=quote, grounded=False, failure="unknown_host", why=why
+            )
+
+        try:
+            names = expand(hosts)
+        except ValueError as exc:
+            return no(f"hosts {hosts!r}: {exc}")
+        if call_id not in self.calls:
+            return self.check(call_id, quote, claim, turn)
+        for host in names:
+            part = self.calls.get(part_id(call_id, host))
+            if part is None:
+                return no(
+                    f"call {call_id} has no output of host {host!r}: name `hosts` only for a call "
+                    "on a host group (host='@NAME'), and only hosts of that group"
+                )
+            verdict = ground_quote(quote, part, claim=claim, turn=turn)
+            if not verdict.grounded:
+                return verdict.model_copy(
+                    update={"call_id": call_id, "why": f"host {host}: {verdict.why}"}
+                )
+        return QuoteGrounding(call_id=call_id, quote=quote, grounded=True)
 
     def unmended(self) -> list[tuple[str, Finding]]:
         """Held findings the model never mended; they are kept, ungrounded."""

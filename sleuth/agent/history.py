@@ -12,10 +12,11 @@ completed turns before and after it all stay.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sleuth.transcripts.events import ContentBlock, Event, HostInfo
+from sleuth.transcripts.hostlist import compress
 from sleuth.transcripts.recording import NotARecording, read
 
 Message = dict[str, Any]
@@ -50,12 +51,22 @@ def output_notice(snippet: str) -> str:
     )
 
 
-def opening_message(question: str, hosts: Sequence[HostInfo]) -> Message:
+def opening_message(
+    question: str, hosts: Sequence[HostInfo], groups: Mapping[str, Sequence[str]] | None = None
+) -> Message:
     lines = [f"Question: {question}", "", "Hosts you can use (pass `host` to every tool):"]
     for h in hosts:
         roots = ", ".join(h.roots) or "(no roots)"
         allow = f"; may also run: {', '.join(h.allow)}" if h.allow else ""
         lines.append(f"- {h.name} ({h.address or h.name}): roots {roots}{allow}")
+    if groups:
+        lines += [
+            "",
+            'Host groups: pass host="@NAME" to run a read-only tool on every host of the '
+            "group at once; the hosts come back grouped by identical output, a relative path "
+            "read from each host's own first root:",
+        ]
+        lines += [f"- @{name}: {compress(members)}" for name, members in groups.items()]
     return {"role": "user", "content": [{"type": "text", "text": "\n".join(lines)}]}
 
 
@@ -85,7 +96,8 @@ def messages_from_events(events: Sequence[Event]) -> list[Message]:
         recording = read(events)
     except NotARecording as exc:
         raise ValueError(f"{exc}; it cannot be continued") from exc
-    messages = [opening_message(recording.start.question, recording.start.hosts)]
+    start = recording.start
+    messages = [opening_message(start.question, start.hosts, start.groups)]
     for turn in recording.turns:
         messages.append(assistant_message(turn.event.response.content))
         calls = [call_id for call_id, _, _ in turn.calls]

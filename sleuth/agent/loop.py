@@ -25,6 +25,7 @@ from typing import Any
 from sleuth.agent.budget import Meter
 from sleuth.agent.calls import CallPipeline, Consent, Executor, live_consent, run_live
 from sleuth.agent.findings import REPORT_FINDING, Grounder, summarise
+from sleuth.agent.fleet.view import FleetView
 from sleuth.agent.history import assistant_message, budget_notice, output_notice, pseudo_call
 from sleuth.agent.protocols import Brain, BrainError, BrainReply, Message, Observer, Quiet, Request
 from sleuth.agent.turn_calls import TurnCalls
@@ -111,6 +112,8 @@ class Investigation:
     workers: int = 8
     executor: Executor = run_live
     consent: Consent = live_consent
+    fleet: FleetView | None = None
+    """The groups fleet calls may name (`host="@NAME"`), from session_started."""
 
     def __post_init__(self) -> None:
         self.meter = Meter(self.budget, self.price, self.totals)
@@ -126,6 +129,7 @@ class Investigation:
             self.executor,
             self.consent,
             self.findings,
+            self.fleet,
         )
         self.turn_calls = TurnCalls(
             self.calls, self.writer, self.observer, self.tool_data, self.workers
@@ -205,6 +209,7 @@ class Investigation:
             self.tool_data,
             question=self.question,
             hosts=self.hosts,
+            groups={name: list(m) for name, m in self.fleet.groups.items()} if self.fleet else {},
             more_room=self.more_room,
             deadline=self.meter.deadline(),
             max_output=self.meter.output_left(),

@@ -45,6 +45,8 @@ class Request:
     """The question as the user asked it: data, so no brain parses the opening prose."""
     hosts: list[HostInfo] = field(default_factory=list)
     """The hosts the run may use, with their roots and allowed tools."""
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    """The host groups a fleet call (`host="@NAME"`) may name, with their members."""
     more_room: bool = False
     """The previous reply was cut off at its output-token limit: allow this one more (once)."""
     deadline: float | None = None

@@ -10,10 +10,18 @@ from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
 from sleuth.transcripts.results import ToolResult
 
 
-def tool_event(call_id: str, name: str, raw: dict[str, Any], result: ToolResult) -> ToolExecuted:
-    """The call as recorded: the result the model was given (already redacted), embedded."""
+def tool_event(
+    call_id: str, name: str, raw: dict[str, Any], result: ToolResult, fleet: str | None = None
+) -> ToolExecuted:
+    """The call as recorded: the result the model was given (already redacted), embedded;
+    `fleet` names the fleet call a host's part belongs to."""
     return ToolExecuted(
-        call_id=call_id, tool=name, input=raw, host=str(raw.get("host", "local")), result=result
+        call_id=call_id,
+        tool=name,
+        input=raw,
+        host=str(raw.get("host", "local")),
+        result=result,
+        fleet=fleet,
     )
 
 

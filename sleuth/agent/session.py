@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
 from sleuth.agent.calls import Call, CallPipeline
 from sleuth.agent.findings import report_finding_spec
+from sleuth.agent.fleet.view import FleetView
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
@@ -73,25 +76,45 @@ def versions() -> dict[str, str]:
 
 
 def describe_hosts(ctx: ToolContext) -> list[HostInfo]:
-    """Each host as resolved; an SSH host that cannot be reached says why in its address."""
-    infos = []
-    for name, sandbox in ctx.hosts.items():
-        info = HostInfo(
-            name=name,
-            address=name,
-            roots=list(sandbox.config.roots),
-            allow=list(sandbox.config.allow),
-        )
-        try:
-            facts = sandbox.host.describe()
-        except HostError as exc:
-            info.address = f"unreachable: {exc}"
-        else:
-            if facts.address:  # this machine has none, and keeps its name
-                info.address = f"{facts.user}@{facts.address}"
-                info.fingerprint = facts.host_key_fingerprint
-        infos.append(info)
-    return infos
+    """Each host as resolved; an SSH host that cannot be reached says why in its address.
+    Hosts are reached concurrently (`[fleet] concurrency` at once): this is where a run
+    connects to each host, once, and the connection is reused by every call after it."""
+    names = list(ctx.hosts)
+    with ThreadPoolExecutor(max(1, min(ctx.fleet.concurrency, len(names)))) as pool:
+        return list(pool.map(lambda name: _describe(ctx, name), names))
+
+
+def _describe(ctx: ToolContext, name: str) -> HostInfo:
+    sandbox = ctx.hosts[name]
+    info = HostInfo(
+        name=name,
+        address=name,
+        roots=list(sandbox.config.roots),
+        allow=list(sandbox.config.allow),
+        ssh=sandbox.config.ssh or "",
+    )
+    try:
+        facts = sandbox.host.describe()
+    except HostError as exc:
+        info.address = f"unreachable: {exc}"
+        return info
+    if facts.address:  # this machine has none, and keeps its name
+        info.address = f"{facts.user}@{facts.address}"
+        info.fingerprint = facts.host_key_fingerprint
+    info.real_roots = [_real(sandbox.host.realpath, root) for root in info.roots]
+    return info
+
+
+def _real(realpath: Callable[[str], str], root: str) -> str:
+    try:
+        return realpath(root)
+    except HostError:
+        return root
+
+
+def host_groups(ctx: ToolContext) -> dict[str, list[str]]:
+    """The groups a fleet call may name, as session_started records them."""
+    return {name: list(group.members) for name, group in ctx.groups.items() if group.members}
 
 
 def new_session_id() -> str:
@@ -121,34 +144,35 @@ def start_investigation(
         "price": price.model_dump() if price else None,
     }
     params = {"brain": brain.name, "model": brain.model, "policy": policy}
-    writer.append(
-        SessionStarted(
-            session_id=session_id,
-            question=question,
-            hosts=hosts,
-            brain=brain.name,
-            model=brain.model,
-            policy=policy,
-            budget=settings.budget.model_dump(),
-            versions=versions(),
-            tools=tools,
-            system_hash=sha256_of(system),
-            tools_hash=tools_hash(tools),
-            params_hash=sha256_of({**params, "budget": settings.budget.model_dump()}),
-        )
+    start = SessionStarted(
+        session_id=session_id,
+        question=question,
+        hosts=hosts,
+        brain=brain.name,
+        model=brain.model,
+        policy=policy,
+        budget=settings.budget.model_dump(),
+        versions=versions(),
+        tools=tools,
+        system_hash=sha256_of(system),
+        tools_hash=tools_hash(tools),
+        params_hash=sha256_of({**params, "budget": settings.budget.model_dump()}),
+        groups=host_groups(ctx),
     )
+    writer.append(start)
     return Investigation(
         brain=brain,
         ctx=ctx,
         writer=writer,
         system=system,
         tools=tools,
-        messages=[opening_message(question, hosts)],
+        messages=[opening_message(question, hosts, start.groups)],
         budget=settings.budget,
         question=question,
         hosts=hosts,
         price=price,
         observer=observer or Quiet(),
+        fleet=FleetView.of(start),
     )
 
 
@@ -169,18 +193,19 @@ def run_cli_call(
     session_id = new_session_id()
     spec = [s for s in tool_specs() if s.name == name]
     with TranscriptWriter.create(transcripts, session_id) as writer:
-        writer.append(
-            SessionStarted(
-                session_id=session_id,
-                question=f"sleuth tool {name}",
-                hosts=describe_hosts(ctx),
-                brain="cli",
-                versions=versions(),
-                tools=spec,
-                tools_hash=tools_hash(spec),
-            )
+        start = SessionStarted(
+            session_id=session_id,
+            question=f"sleuth tool {name}",
+            hosts=describe_hosts(ctx),
+            brain="cli",
+            policy={"limits": ctx.limits.model_dump()},
+            versions=versions(),
+            tools=spec,
+            tools_hash=tools_hash(spec),
+            groups=host_groups(ctx),
         )
-        calls = CallPipeline(ctx, writer.append)
+        writer.append(start)
+        calls = CallPipeline(ctx, writer.append, fleet=FleetView.of(start))
         call = Call(CLI_CALL_ID, name, inputs)
         done = calls.tool(call, 0) if result is None else calls.answered(call, result, 0)
         writer.append(

@@ -33,7 +33,14 @@ from pydantic import BaseModel
 
 from sleuth.agent.calls import Call, CallPipeline
 from sleuth.agent.findings import REPORT_FINDING, summarise
-from sleuth.agent.session import describe_hosts, new_session_id, tool_specs, versions
+from sleuth.agent.fleet.view import FleetView
+from sleuth.agent.session import (
+    describe_hosts,
+    host_groups,
+    new_session_id,
+    tool_specs,
+    versions,
+)
 from sleuth.tools.approval import Approver
 from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import (
@@ -72,9 +79,11 @@ class CallOutcome:
 class McpSession:
     """A client session recorded as a transcript; thread-safe."""
 
-    def __init__(self, ctx: ToolContext, writer: TranscriptWriter) -> None:
+    def __init__(
+        self, ctx: ToolContext, writer: TranscriptWriter, fleet: FleetView | None = None
+    ) -> None:
         self.writer = writer
-        self.calls = CallPipeline(ctx, self._record)
+        self.calls = CallPipeline(ctx, self._record, fleet=fleet)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._tool_calls = 0
@@ -91,19 +100,19 @@ class McpSession:
         """Start the transcript: session_started names the client and the hosts served."""
         session_id = new_session_id()
         writer = TranscriptWriter.create(transcripts, session_id)
-        writer.append(
-            SessionStarted(
-                session_id=session_id,
-                question=f"MCP session with {client.name} {client.version}".rstrip(),
-                hosts=describe_hosts(ctx),
-                brain=BRAIN,
-                policy={"limits": ctx.limits.model_dump(), "approval": approval},
-                versions=versions(),
-                tools=tool_specs(),
-                client=client.model_dump(),
-            )
+        start = SessionStarted(
+            session_id=session_id,
+            question=f"MCP session with {client.name} {client.version}".rstrip(),
+            hosts=describe_hosts(ctx),
+            brain=BRAIN,
+            policy={"limits": ctx.limits.model_dump(), "approval": approval},
+            versions=versions(),
+            tools=tool_specs(),
+            client=client.model_dump(),
+            groups=host_groups(ctx),
         )
-        return cls(ctx, writer)
+        writer.append(start)
+        return cls(ctx, writer, FleetView.of(start))
 
     @property
     def path(self) -> Path:

@@ -36,7 +36,13 @@ class ApprovalRequest(BaseModel):
     env: list[str] = Field(default_factory=list)
     """The names of the environment variables the call sets."""
     rules: ApprovalRules = Field(default_factory=ApprovalRules)
-    """The host's approval rules (sleuth.toml `[hosts.NAME.approve]`)."""
+    """The host's approval rules (sleuth.toml `[hosts.NAME.approve]`), or a group's."""
+    rules_from: str = ""
+    """Where `rules` come from when not the host's: `groups.NAME.approve` for a fleet call."""
+
+    @property
+    def rules_key(self) -> str:
+        return self.rules_from or f"hosts.{self.host}.approve"
 
     @property
     def env_cover(self) -> EnvCover:
@@ -80,14 +86,14 @@ def decide(request: ApprovalRequest, approver: Approver) -> ApprovalDecision:
     whoever would be asked; everything else is the approver's."""
     startup = request.env_cover.start_up
     if startup:
-        key = f"hosts.{request.host}.approve.env"
+        key = f"{request.rules_key}.env"
         return ApprovalDecision(
             approved=False,
             by="rule",
             rule=key,
             reason=f"the environment sets {', '.join(startup)}, which make a program load or "
             f"run code it names; no --yes, prompt or glob approves them. If you trust this "
-            f"exact use, name each under [hosts.{request.host}.approve] in sleuth.toml: "
+            f"exact use, name each under [{request.rules_key}] in sleuth.toml: "
             f"`env = {json.dumps(sorted({*request.rules.env, *startup}))}`",
         )
     return approver(request)
@@ -108,12 +114,12 @@ def rule_approval(request: ApprovalRequest) -> ApprovalDecision | None:
     decided = _program_rule(request)
     if decided is None or not cover.listed:
         return decided
-    key = f"hosts.{request.host}.approve.env"
+    key = f"{request.rules_key}.env"
     return decided.model_copy(update={"rule": f"{decided.rule}; {key}: {', '.join(cover.listed)}"})
 
 
 def _program_rule(request: ApprovalRequest) -> ApprovalDecision | None:
-    rules, key = request.rules, f"hosts.{request.host}.approve"
+    rules, key = request.rules, request.rules_key
     if is_custom_command(request):
         argv = request.argv or []
         for i, prefix in enumerate(rules.commands):

@@ -8,13 +8,14 @@ sandbox = ctx.host("gpu1")      # a SandboxedHost: its roots, limits and allowed
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sleuth.config import Limits, Settings
+from sleuth.config import FleetSettings, Limits, Settings
 from sleuth.errors import ErrorKind, ToolError
 from sleuth.hosts.connect import sandboxed_hosts
+from sleuth.hosts.groups import HostGroup
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver, deny_all
 
@@ -30,6 +31,9 @@ class ToolContext:
     """Hears every approval decision made through this context (all runs that share it)."""
     results_dir: Path = Path("bench-results")
     """Where tools save files on this machine (benchmark records); never a model's choice."""
+    groups: Mapping[str, HostGroup] = field(default_factory=dict)
+    """The host groups a fleet call (`host="@NAME"`) may name, with their members."""
+    fleet: FleetSettings = field(default_factory=FleetSettings)
 
     def close(self) -> None:
         """Close every host's connection."""
@@ -54,7 +58,15 @@ def build_context(
     *,
     approver: Approver = deny_all,
     accept_new_host_key: bool = False,
+    groups: Mapping[str, HostGroup] | None = None,
 ) -> ToolContext:
-    """A context with `local` plus each named host, connected lazily by the host itself."""
+    """A context with `local` plus each named host, connected lazily by the host itself, and
+    the `groups` (`hosts.groups.select_hosts`) fleet calls may name."""
     hosts = sandboxed_hosts(settings, names, accept_new_host_key=accept_new_host_key)
-    return ToolContext(hosts=hosts, limits=settings.limits, approver=approver)
+    return ToolContext(
+        hosts=hosts,
+        limits=settings.limits,
+        approver=approver,
+        groups=dict(groups or {}),
+        fleet=settings.fleet,
+    )

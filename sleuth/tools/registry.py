@@ -44,6 +44,7 @@ TOOL_MODULES = (
     "sleuth.tools.serving.launch",
     "sleuth.tools.serving.status",
     "sleuth.tools.serving.stop",
+    "sleuth.tools.serving.processes",
     "sleuth.tools.bench.run_benchmark",
     "sleuth.tools.bench.compare_benchmarks",
 )
@@ -56,7 +57,14 @@ class ToolInput(BaseModel):
     """Base of every tool's input: the host comes first, and unknown keys are refused."""
 
     model_config = ConfigDict(extra="forbid")
-    host: str = Field("local", description="Name of the host to act on; 'local' always exists.")
+    host: str = Field(
+        "local",
+        description="Name of the host to act on; 'local' always exists. '@GROUP' (a host group "
+        "listed with the question) runs the tool on every host of the group at once and answers "
+        "with the hosts grouped by identical output: the majority, each outlier with a diff, "
+        "failed and unreachable hosts. Tools that change a host run on a group only under a "
+        "rule in sleuth.toml that names the group.",
+    )
 
 
 In = TypeVar("In", bound=ToolInput)

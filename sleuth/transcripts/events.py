@@ -45,6 +45,11 @@ class HostInfo(BaseModel):
     """The server's host key, SHA256:..., for SSH hosts."""
     roots: list[str] = Field(default_factory=list)
     allow: list[str] = Field(default_factory=list)
+    ssh: str = ""
+    """The SSH alias or target the host was reached by ("" for this machine)."""
+    real_roots: list[str] = Field(default_factory=list)
+    """The roots as the host resolved them at the start ([] when it could not be reached).
+    A fleet call masks these, the roots, the name and the alias in its comparison."""
 
 
 class ToolSpec(BaseModel):
@@ -78,6 +83,8 @@ class SessionStarted(_Event):
     """Path of the transcript this session continues, for `sleuth resume`."""
     client: dict[str, str] | None = None
     """The MCP client's name and version, for a `sleuth mcp` session (brain "mcp")."""
+    groups: dict[str, list[str]] = Field(default_factory=dict)
+    """The host groups a fleet call (`host="@NAME"`) could name, with their members."""
 
 
 class ContentBlock(BaseModel):
@@ -134,6 +141,9 @@ class ToolExecuted(_Event):
     input: dict[str, Any]
     host: str = ""
     result: ToolResult
+    fleet: str | None = None
+    """For one host's part of a fleet call (`host="@GROUP"`): the fleet call's id. The fleet
+    call's own event, recorded after its parts, holds the grouped result."""
 
     @model_validator(mode="before")
     @classmethod
@@ -173,6 +183,11 @@ class Evidence(BaseModel):
     call_id: str = Field(description="The id of the tool call whose output holds the quote.")
     quote: str = Field(description="Text copied exactly from that call's output.")
     grounded: bool | None = Field(None, description="Set by the grounding check, not the model.")
+    hosts: list[str] = Field(
+        default_factory=list,
+        description="For a fleet call: the hosts (names or ranges like gpu-[01-06]) whose own "
+        "output holds the quote; each was checked.",
+    )
 
 
 class Finding(BaseModel):

@@ -157,7 +157,8 @@ def totals(events: Sequence[Event]) -> Totals:
             spent.cache_read_tokens += event.usage.cache_read_tokens
             spent.cache_write_tokens += event.usage.cache_write_tokens
             spent.cost_usd += event.cost_usd
-        elif isinstance(event, ToolExecuted) and event.tool != REPORT_FINDING:
+        elif isinstance(event, ToolExecuted) and event.tool != REPORT_FINDING and not event.fleet:
+            # A fleet call is one call, however many hosts' parts it recorded.
             spent.tool_calls += 1
     if len(events) > 1 and events[0].ts and events[-1].ts:
         first, last = (_when(e.ts) for e in (events[0], events[-1]))

@@ -16,7 +16,7 @@ from typing import Any
 
 from sleuth.agent.findings import REPORT_FINDING
 from sleuth.agent.playbook import registry
-from sleuth.agent.playbook.plan import Call, Question, Result, Step
+from sleuth.agent.playbook.plan import Call, Question, Quote, Result, Step
 from sleuth.agent.playbook.unroutable import plan_unroutable
 from sleuth.agent.protocols import BrainReply, Request
 from sleuth.transcripts.events import ContentBlock, ModelResponse
@@ -59,9 +59,7 @@ def _response(step: Step | str, turn: int) -> ModelResponse:
                 ContentBlock(type="tool_use", id=call_id, name=item.tool, input=item.input)
             )
         else:
-            evidence = [
-                {"call_id": r.call_id, "quote": quote} for r, quote in item.evidence if quote
-            ]
+            evidence = [_evidence(quote) for quote in item.evidence if quote[1]]
             blocks.append(
                 ContentBlock(
                     type="tool_use",
@@ -80,6 +78,13 @@ def _response(step: Step | str, turn: int) -> ModelResponse:
                 )
             )
     return ModelResponse(content=blocks, stop_reason="tool_use")
+
+
+def _evidence(quote: Quote) -> dict[str, Any]:
+    item: dict[str, Any] = {"call_id": quote[0].call_id, "quote": quote[1]}
+    if len(quote) == 3 and quote[2]:
+        item["hosts"] = quote[2]
+    return item
 
 
 def _read_conversation(request: Request) -> tuple[Question, list[list[Result]]]:
@@ -101,7 +106,7 @@ def _read_conversation(request: Request) -> tuple[Question, list[list[Result]]]:
         ]
         if results:
             turns.append(results)
-    return Question(request.question, hosts), turns
+    return Question(request.question, hosts, dict(request.groups)), turns
 
 
 def _text(content: Any) -> str:

@@ -69,12 +69,16 @@ class Call:
     input: dict[str, Any]
 
 
+Quote = tuple[Result, str | None] | tuple[Result, str | None, list[str]]
+"""A result and the line quoted from it; for a fleet call, the hosts whose own output holds it."""
+
+
 @dataclass
 class Report:
     claim: str
     verdict: str
     confidence: float
-    evidence: list[tuple[Result, str | None]]
+    evidence: Sequence[Quote]
     next_steps: list[str] = field(default_factory=list)
 
 
@@ -87,6 +91,8 @@ class Question:
     text: str
     hosts: dict[str, list[str]]
     """Host name -> roots, as the opening message lists them."""
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    """Host group -> members: the groups a fleet call (`host="@NAME"`) may name."""
 
     @property
     def host(self) -> str:

@@ -10,7 +10,8 @@ offline with the recorded result and the recorded consent, live with today's hos
 replay's approver. Every report_finding is checked again by the same grounding check: offline
 each must get the answer it got and the same findings must come, or the first difference is
 the `Divergence`; live, each changed output and each finding that no longer holds is drift.
-A call's "turn" is as `sleuth mcp` counts it: the calls returned before it.
+A call's "turn" is as `sleuth mcp` counts it: the calls returned before it. A fleet call's
+recorded parts (one per host) answer its hosts' calls again; they are not calls of their own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 
 from sleuth.agent.calls import Call, CallPipeline, live_consent
 from sleuth.agent.findings import REPORT_FINDING
+from sleuth.agent.fleet.view import FleetView
 from sleuth.agent.replay.compare import (
     Diverged,
     Divergence,
@@ -27,7 +29,7 @@ from sleuth.agent.replay.compare import (
     recheck_findings,
     report_changed,
 )
-from sleuth.agent.replay.cursor import Cursor
+from sleuth.agent.replay.cursor import Cursor, fleet_parts
 from sleuth.agent.replay.executors import LiveTools, RecordedConsent, RecordedTools
 from sleuth.agent.replay.recorded import Recorded
 from sleuth.tools.context import ToolContext
@@ -57,21 +59,23 @@ def replay_calls(
         events.append,
         executor=live if live is not None else RecordedTools(cursor),
         consent=live_consent if live is not None else RecordedConsent(recording),
+        fleet=FleetView.of(recording.start),
     )
+    parts = fleet_parts(recording.calls)
     divergence: Divergence | None = None
     returned = 0
     try:
-        for step, event in enumerate(recording.calls, 1):
+        for step, event in enumerate(c for c in recording.calls if c.fleet is None):
             call = Call(event.call_id, event.tool, event.input)
             if event.tool != REPORT_FINDING:
-                cursor.hold(event, step)
+                cursor.hold(event, step + 1, parts.get(event.call_id, []))
                 returned += 1
                 pipeline.tool(call, returned)
                 continue
             outcome = pipeline.report(call, returned + 1)
             if live is None and outcome.feedback != event.result.output:
                 raise Diverged(
-                    report_changed(step, call.call_id, event.result.output, outcome.feedback)
+                    report_changed(step + 1, call.call_id, event.result.output, outcome.feedback)
                 )
     except Diverged as stop:
         divergence = stop.divergence
@@ -90,6 +94,8 @@ def replay_calls(
         recorded_findings=recording.findings,
         divergence=divergence,
         calls=live.report() if live else [],
-        finding_drift=recheck_findings(recording.findings, live.outputs) if live else [],
+        finding_drift=recheck_findings(recording.findings, live.today(pipeline.grounder))
+        if live
+        else [],
         wall_s=time.monotonic() - began,
     )

@@ -21,6 +21,8 @@ from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, QuoteGrounding, ground_quote
 from sleuth.agent.session import sha256_of, tool_specs, tools_hash
 from sleuth.transcripts.events import Finding, SessionStarted, SessionStatus, ToolExecuted
+from sleuth.transcripts.fleet import part_id
+from sleuth.transcripts.hostlist import expand
 from sleuth.transcripts.recording import Recording
 
 DIFF_LINES = 40
@@ -205,10 +207,16 @@ def recheck_findings(findings: list[Finding], outputs: dict[str, CallRecord]) ->
     for finding in findings:
         checks = []
         for ev in finding.evidence:
-            call = outputs.get(ev.call_id)
-            # Today's output stands in for the recorded one, read in the turn after its call.
-            turn = call.turn + 1 if call else 0
-            held = ground_quote(ev.quote, call, claim=finding.claim, turn=turn).grounded
+            # A fleet call's quote names hosts: each host's own output today must hold it.
+            keys = [part_id(ev.call_id, h) for h in expand(ev.hosts)] if ev.hosts else [ev.call_id]
+            held = bool(keys)
+            for key in keys:
+                call = outputs.get(key)
+                # Today's output stands in for the recorded one, read in the turn after its call.
+                turn = call.turn + 1 if call else 0
+                held = (
+                    held and ground_quote(ev.quote, call, claim=finding.claim, turn=turn).grounded
+                )
             checks.append(QuoteCheck(call_id=ev.call_id, quote=ev.quote, grounded=held))
         holds = bool(checks) and all(c.grounded for c in checks)
         drift.append(

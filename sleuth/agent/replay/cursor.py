@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from typing import Any
 
 from sleuth.agent.loop import Stop
@@ -36,6 +37,8 @@ class Cursor:
         self.index = 0
         self.turn: Turn | None = None
         self._pending: dict[tuple[str, str], deque[ToolExecuted]] = {}
+        self._parts: dict[str, ToolExecuted] = {}
+        """The recorded answers of each host of the fleet calls due, by part id."""
         self._lock = threading.Lock()
 
     @property
@@ -65,19 +68,28 @@ class Cursor:
             if call_id in self.turn.results:
                 pending[(name, canonical_json(raw))].append(self.turn.results[call_id])
         self._pending = dict(pending)
+        self._parts = {e.call_id: e for e in self.turn.results.values() if e.fleet is not None}
         return self.turn
 
-    def hold(self, call: ToolExecuted, step: int) -> None:
-        """A session without model turns: its calls come one at a time, each its own step."""
+    def hold(self, call: ToolExecuted, step: int, parts: Sequence[ToolExecuted] = ()) -> None:
+        """A session without model turns: its calls come one at a time, each its own step,
+        a fleet call with its hosts' recorded parts."""
         self.turn, self.index = None, step
         self._pending = {(call.tool, canonical_json(call.input)): deque([call])}
+        self._parts = {part.call_id: part for part in parts}
 
-    def take(self, name: str, raw: dict[str, Any]) -> ToolExecuted:
+    def take(self, name: str, raw: dict[str, Any], call_id: str = "") -> ToolExecuted:
+        """The recorded answer to a call: a fleet call's part by its id, any other call by its
+        tool and input."""
         step = self.step
         with self._lock:
             queue = self._pending.get((name, canonical_json(raw)))
-            if queue:
-                return queue.popleft()
+            if call_id:
+                found = self._parts.pop(call_id, None)
+            else:
+                found = queue.popleft() if queue else None
+        if found is not None:
+            return found
         raise Diverged(
             Divergence(
                 kind="calls",
@@ -87,3 +99,12 @@ class Cursor:
                 message=f"{name} was called with an input the recording has no result for",
             )
         )
+
+
+def fleet_parts(calls: Sequence[ToolExecuted]) -> dict[str, list[ToolExecuted]]:
+    """Each fleet call's recorded parts (one per host), by the fleet call's id."""
+    parts: dict[str, list[ToolExecuted]] = defaultdict(list)
+    for event in calls:
+        if event.fleet is not None:
+            parts[event.fleet].append(event)
+    return dict(parts)

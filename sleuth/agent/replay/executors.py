@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from sleuth.agent.calls import Approval, Call, redacted, run_live
-from sleuth.agent.findings import REPORT_FINDING, CallRecord
+from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder
 from sleuth.agent.replay.compare import (
     CallDrift,
     Diverged,
@@ -33,6 +33,11 @@ from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.store import TranscriptWriter
 
 
+def part_key(call: Call) -> str:
+    """A fleet call's part is answered by its own recorded part; any other call by its input."""
+    return call.call_id if call.part_of is not None else ""
+
+
 class RecordedTools:
     """The executor that answers each call with its recorded result instead of running it."""
 
@@ -40,7 +45,8 @@ class RecordedTools:
         self._cursor = cursor
 
     def __call__(self, ctx: ToolContext, spec: Tool, args: ToolInput, call: Call) -> ToolResult:
-        return self._cursor.take(call.tool, call.input).result.model_copy(deep=True)
+        recorded = self._cursor.take(call.tool, call.input, part_key(call))
+        return recorded.result.model_copy(deep=True)
 
 
 class RecordedConsent:
@@ -77,7 +83,7 @@ class LiveTools:
         self._order: dict[str, int] = {}
 
     def __call__(self, ctx: ToolContext, spec: Tool, args: ToolInput, call: Call) -> ToolResult:
-        recorded = self._cursor.take(call.tool, call.input)
+        recorded = self._cursor.take(call.tool, call.input, part_key(call))
         if self._cursor.turn is not None:
             order = {cid: i for i, (cid, _, _) in enumerate(self._cursor.turn.calls)}
             self._order[recorded.call_id] = order.get(recorded.call_id, 0)
@@ -100,6 +106,12 @@ class LiveTools:
                 recorded.call_id, call.tool, call.input, output, result.ok, drift.step
             )
         return result
+
+    def today(self, grounder: Grounder) -> dict[str, CallRecord]:
+        """Today's outputs by call id; each host's part of a fleet call as the fleet run kept
+        it for grounding (with its masked form)."""
+        parts = {cid: r for cid, r in grounder.calls.items() if r.fleet_call}
+        return {**self.outputs, **parts}
 
     def report(self) -> list[CallDrift]:
         """Call by call, in the order the recording made them (they ran concurrently)."""

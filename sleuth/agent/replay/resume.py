@@ -26,11 +26,13 @@ from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
 from sleuth.agent.findings import REPORT_FINDING, CallRecord
+from sleuth.agent.fleet.normalise import Masker
+from sleuth.agent.fleet.view import FleetView
 from sleuth.agent.history import messages_from_events
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
 from sleuth.agent.replay.recorded import NotVerified, Recorded, read_recorded
-from sleuth.agent.session import describe_hosts, versions
+from sleuth.agent.session import describe_hosts, host_groups, versions
 from sleuth.config import Budget, Settings
 from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import SessionStarted
@@ -112,17 +114,17 @@ def resume_investigation(
     start = recording.start
     brain = brain or brain_for(start, env)
     writer = TranscriptWriter.reopen(recorded.path, recorded.loaded)
-    writer.append(
-        start.model_copy(
-            update={
-                "hosts": describe_hosts(ctx),
-                "brain": brain.name,
-                "model": brain.model,
-                "versions": versions(),
-                "resumed_from": str(recorded.path),
-            }
-        )
+    segment = start.model_copy(
+        update={
+            "hosts": describe_hosts(ctx),
+            "brain": brain.name,
+            "model": brain.model,
+            "versions": versions(),
+            "resumed_from": str(recorded.path),
+            "groups": host_groups(ctx),
+        }
     )
+    writer.append(segment)
     inv = Investigation(
         brain=brain,
         ctx=ctx,
@@ -137,6 +139,7 @@ def resume_investigation(
         observer=observer or Quiet(),
         findings=recording.findings,
         totals=recording.totals,
+        fleet=FleetView.of(segment),
     )
     _restore_outputs(inv, recording)
     inv.final_reason = recording.budget_notice
@@ -154,17 +157,22 @@ def _budget(start: SessionStarted, settings: Settings) -> Budget:
 
 def _restore_outputs(inv: Investigation, recording: Recording) -> None:
     """The grounding check and scripted brains need the outputs of the turns already run."""
+    hosts = {h.name: h for h in recording.start.hosts}
     for turn in recording.turns:
         for call_id, event in turn.results.items():
             if event.tool != REPORT_FINDING:
+                output = event.result.output
+                masked = Masker.for_host(hosts.get(event.host), event.host)(output)
                 inv.grounder.record(
                     CallRecord(
                         call_id,
                         event.tool,
                         event.input,
-                        event.result.output,
+                        output,
                         event.result.ok,
                         turn.event.turn,
+                        masked=masked if event.fleet else "",
+                        fleet_call=event.fleet or "",
                     )
                 )
                 inv.tool_data[call_id] = event.result.data

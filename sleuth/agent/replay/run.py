@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from sleuth.agent.budget import price_for
 from sleuth.agent.calls import Consent, Executor, live_consent
+from sleuth.agent.fleet.view import FleetView
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain
@@ -108,7 +109,9 @@ def replay(
         recorded_findings=recording.findings,
         divergence=divergence,
         calls=live.report() if live else [],
-        finding_drift=recheck_findings(recording.findings, live.outputs) if live else [],
+        finding_drift=recheck_findings(recording.findings, live.today(inv.grounder))
+        if live
+        else [],
         prompt_drift=prompt_drift(recording.start),
         wall_s=totals.wall_s,
     )
@@ -136,7 +139,7 @@ def _investigation(
         writer=writer,
         system="",
         tools=start.tools,
-        messages=[opening_message(start.question, start.hosts)],
+        messages=[opening_message(start.question, start.hosts, start.groups)],
         budget=budget,
         question=start.question,
         hosts=start.hosts,
@@ -144,4 +147,5 @@ def _investigation(
         totals=Totals(),
         executor=answers[0],
         consent=answers[1],
+        fleet=FleetView.of(start),
     )

@@ -1,0 +1,126 @@
+"""server_processes: the inference servers running on a host, whoever started them, and the
+command lines they were started with."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, Field
+
+from sleuth.errors import HostError
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import ToolInput, tool
+from sleuth.tools.results import ToolError, cap_output
+from sleuth.transcripts.results import ToolResult
+
+
+class Flag(BaseModel):
+    name: str
+    """`--tp-size`; "" for a positional argument."""
+    value: str | None = None
+    """None for a bare switch (`--enable-torch-compile`)."""
+
+
+class ServerProcess(BaseModel):
+    pid: int
+    engine: str
+    """sglang, vllm, trtllm or tgi."""
+    cwd: str | None
+    argv: list[str]
+    flags: list[Flag] = Field(default_factory=list)
+    """The arguments after the engine's entry point, as flags and values."""
+
+
+class ServerProcessesInput(ToolInput):
+    pass
+
+
+@tool()
+def server_processes(ctx: ToolContext, args: ServerProcessesInput) -> ToolResult:
+    """List the inference servers running on a host (SGLang, vLLM, TensorRT-LLM, TGI), however
+    they were started: each one's PID, engine, working folder and full command line, then its
+    flags one per line.
+
+    Only processes whose working folder, or a path among their arguments, lies inside the
+    host's roots are shown: anything else is outside the sandbox. Use it to see how a server
+    was configured (tensor parallelism, memory fraction, quantization, speculative decoding),
+    or with host="@GROUP" to find the nodes launched differently.
+    """
+    sandbox = ctx.host(args.host)
+    try:
+        run = sandbox.run_program("server_procs.py", [], timeout=ctx.limits.timeout_s)
+    except HostError as exc:
+        raise ToolError(f"{sandbox.config.python} cannot run on host {args.host!r}: {exc}") from exc
+    if run.exit_code != 0:
+        detail = run.stderr.decode(errors="replace").strip().splitlines()
+        raise ToolError(
+            f"the process scan failed on host {args.host!r} (exit {run.exit_code}): "
+            f"{detail[-1] if detail else 'no message'}"
+        )
+    found = [_process(raw) for raw in json.loads(run.stdout)["processes"] if _inside(sandbox, raw)]
+    found.sort(key=lambda p: (p.engine, p.argv))
+    text, cut = cap_output(
+        _render(args.host, found, sandbox), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
+    )
+    return ToolResult(
+        ok=True,
+        output=text,
+        data={"processes": [p.model_dump() for p in found]},
+        argv=[run.argv],
+        exit_code=0,
+        bytes_cut=cut,
+    )
+
+
+def _inside(sandbox: SandboxedHost, raw: dict[str, object]) -> bool:
+    cwd, paths = raw.get("cwd"), raw.get("paths")
+    places = [cwd] if isinstance(cwd, str) else []
+    places += [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+    return any(sandbox.contains(place) for place in places)
+
+
+def _process(raw: dict[str, object]) -> ServerProcess:
+    process = ServerProcess.model_validate({k: v for k, v in raw.items() if k != "paths"})
+    process.flags = flags_of(process.argv)
+    return process
+
+
+_ENTRY = ("sglang.launch_server", "vllm.entrypoints")
+
+
+def flags_of(argv: list[str]) -> list[Flag]:
+    """The arguments after the entry point (`-m sglang.launch_server`, `vllm serve`, the
+    launcher itself) as flags: `--k v`, `--k=v`, a bare `--k`, or a positional value."""
+    start = next((i + 1 for i, a in enumerate(argv) if a.startswith(_ENTRY) or a == "serve"), 1)
+    flags: list[Flag] = []
+    rest = argv[start:]
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg.startswith("-") and "=" in arg:
+            name, value = arg.split("=", 1)
+            flags.append(Flag(name=name, value=value))
+        elif arg.startswith("-"):
+            follows = i + 1 < len(rest) and not rest[i + 1].startswith("--")
+            flags.append(Flag(name=arg, value=rest[i + 1] if follows else None))
+            i += follows
+        else:
+            flags.append(Flag(name="", value=arg))
+        i += 1
+    return flags
+
+
+def _render(host: str, found: list[ServerProcess], sandbox: SandboxedHost) -> str:
+    if not found:
+        roots = ", ".join(sandbox.config.roots) or "(no roots)"
+        return (
+            f"No inference server on {host} whose working folder or arguments lie inside its "
+            f"roots ({roots}).\n"
+        )
+    lines = [f"{len(found)} inference server process{'es' if len(found) > 1 else ''} on {host}:"]
+    for p in found:
+        lines.append(f"pid {p.pid}: {p.engine}, working folder {p.cwd or '(unreadable)'}")
+        lines.append("  command: " + " ".join(p.argv))
+        lines += [f"  {f.name} {f.value}".rstrip() if f.name else f"  {f.value}" for f in p.flags]
+    return "\n".join(lines) + "\n"
