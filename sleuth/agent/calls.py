@@ -148,7 +148,7 @@ class CallPipeline:
     executor: Executor = run_live
     consent: Consent = live_consent
     findings: list[Finding] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def tool(
         self, call: Call, turn: int | Callable[[], int], approver: Approver | None = None
