@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from sleuth.agent.calls import execute
+from sleuth.cli.common import describe_request
 from sleuth.config import ApprovalRules, ConfigError, HostConfig, Limits, load_settings
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import SSHHost
+from sleuth.mcp.approval import message
 from sleuth.tools.approval import (
     HIDDEN_ENV_VALUE,
     ApprovalDecision,
@@ -185,7 +187,7 @@ SGLANG_ENV = {
     "input": {
         "engine": "sglang",
         "model_path": "models",
-        "env": {"SGLANG_LOG": "x", "HF_HOME": "/h"},
+        "env": {"SGLANG_LOG": "value-7741", "HF_HOME": "value-7742"},
     },
 }
 
@@ -271,3 +273,12 @@ def test_env_rules_must_be_names_or_prefixes(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(path, cwd=tmp_path)
     assert "approve.env" in str(err.value)
+
+
+def test_the_prompt_and_the_mcp_question_show_env_names_not_values(tmp_path: Path) -> None:
+    _, request = decide(tmp_path, "ask", ApprovalRules(engines=["sglang"]), SGLANG_ENV)
+    assert request is not None
+    for shown in (describe_request(request).plain, message(request)):
+        assert "HF_HOME" in shown and "SGLANG_LOG" in shown
+        assert "value-774" not in shown
+        assert "sglang.launch_server" in shown  # the command line it would run

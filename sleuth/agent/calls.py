@@ -169,7 +169,7 @@ class CallPipeline:
     findings: list[Finding] = field(default_factory=list)
     fleet: FleetView | None = None
     """The groups and hosts fleet calls may reach (None: a session without groups)."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def tool(
         self, call: Call, turn: int | Callable[[], int], approver: Approver | None = None
