@@ -171,7 +171,12 @@ def _ssh_home(fleet: Fleet, sshd: SSHServer) -> None:
 
 
 def _sleuth_toml(fleet: Fleet) -> None:
-    lines = [f'known_hosts = "{fleet.dir}/sleuth_known_hosts"', "", "[groups]", f'{GROUP} = ["gpu-*"]']
+    lines = [
+        f'known_hosts = "{fleet.dir}/sleuth_known_hosts"',
+        "",
+        "[groups]",
+        f'{GROUP} = ["gpu-*"]',
+    ]
     for name in fleet.hosts:
         root = fleet.roots[name]
         lines += [

@@ -143,15 +143,19 @@ def fleet_text(fleet: FleetResult) -> str:
         if i >= SHOWN_GROUPS:
             body.append(title + " (not shown: narrow the group to see it)")
         elif g.verdict == "outlier":
-            body += [f"{title}; differs from [{answers[0].label}]:", g.diff or "(no line differs)"]
+            body.append(f"{title}; differs from [{answers[0].label}]:\n{g.diff}")
         else:
-            body += [title, g.output.rstrip() or "(no output)"]
+            body.append(f"{title}\n{g.output.rstrip() or '(no output)'}")
     return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n"
 
 
 def _counts(fleet: FleetResult, kinds: int) -> str:
     answered = sum(len(g.hosts) for g in fleet.answers())
-    parts = [f"{answered} answered in {kinds} kind{'' if kinds == 1 else 's'} of output"]
+    parts = [
+        f"{answered} answered in {kinds} kind{'' if kinds == 1 else 's'} of output"
+        if answered
+        else "none answered"
+    ]
     for verdict in ("failed", "unreachable"):
         hosts = fleet.hosts_of(verdict)
         if hosts:

@@ -81,7 +81,7 @@ def _grouped(fleet: FleetResult, view: FleetView, seconds: float) -> ToolResult:
             duration_s=seconds,
         )
     lost = fleet.groups[0] if fleet.groups else None
-    kind = "unreachable" if lost is not None and lost.verdict == "unreachable" else "failed"
+    kind = (lost.error_kind if lost is not None else None) or ErrorKind.FAILED
     return ToolResult(
         ok=False,
         output=text,

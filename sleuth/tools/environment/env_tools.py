@@ -58,7 +58,9 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
     try:
         run = sandbox.run_program("python_env_probe.py", [], python=python, timeout=60)
     except HostError as exc:
-        raise ToolError(f"{python} is not available on host {args.host!r}: {exc}") from exc
+        raise ToolError(
+            f"{python} is not available on host {args.host!r}: {exc}", exc.kind
+        ) from exc
     if run.exit_code != 0:
         detail = run.stderr.decode(errors="replace").strip().splitlines()
         raise ToolError(

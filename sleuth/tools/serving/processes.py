@@ -51,7 +51,9 @@ def server_processes(ctx: ToolContext, args: ServerProcessesInput) -> ToolResult
     try:
         run = sandbox.run_program("server_procs.py", [], timeout=ctx.limits.timeout_s)
     except HostError as exc:
-        raise ToolError(f"{sandbox.config.python} cannot run on host {args.host!r}: {exc}") from exc
+        raise ToolError(
+            f"{sandbox.config.python} cannot run on host {args.host!r}: {exc}", exc.kind
+        ) from exc
     if run.exit_code != 0:
         detail = run.stderr.decode(errors="replace").strip().splitlines()
         raise ToolError(
