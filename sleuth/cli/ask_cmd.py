@@ -25,7 +25,9 @@ from sleuth.cli.common import (
     AcceptNewHostKey,
     ApproveFlag,
     ConfigPath,
+    FleetConcurrency,
     HostNames,
+    HostSpecs,
     JsonFlag,
     TranscriptsDir,
     approver,
@@ -34,6 +36,7 @@ from sleuth.cli.common import (
     fail,
     plural,
     print_json,
+    select_or_exit,
     settings_or_exit,
 )
 from sleuth.cli.servers_cmd import launched_by_run, print_left_running
@@ -103,6 +106,8 @@ PriceOutput = Annotated[
 def ask(
     question: Question,
     hosts: HostNames = None,
+    fleet: HostSpecs = None,
+    fleet_concurrency: FleetConcurrency = None,
     provider: ProviderName = None,
     model: ModelName = None,
     base_url: BaseUrl = None,
@@ -126,8 +131,11 @@ def ask(
     exhausted, refused, or no grounded finding).
 
     Example: sleuth ask "does /models/ckpt carry its MTP heads?" --host gpu1
+
+    Example: sleuth ask "do all decode nodes run the same sglang?" --hosts decode
     """
     settings = settings_or_exit(config)
+    chosen = select_or_exit(settings, hosts, fleet, fleet_concurrency)
     _apply_budget_flags(settings, max_turns, max_tool_calls, max_cost, max_wall)
     interactive = sys.stdin.isatty() and not as_json
     view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
@@ -147,10 +155,11 @@ def ask(
         if isinstance(brain, OpenAIBrain):
             brain.probe()  # the first request: after every check that needs none
         ctx = build_context(
-            settings,
-            hosts or [],
+            chosen.settings,
+            chosen.names,
             approver=approver(yes, interactive, pause),
             accept_new_host_key=accept_new_host_key,
+            groups=chosen.groups,
         )
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)

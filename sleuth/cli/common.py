@@ -21,6 +21,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from sleuth.config import ConfigError, Settings, load_settings
+from sleuth.hosts.groups import Selection, select_hosts
 from sleuth.tools.approval import ApprovalRequest, Approver, approver_for
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_BUDGET = 0, 1, 2, 3
@@ -54,6 +55,23 @@ HostNames = Annotated[
     list[str] | None,
     typer.Option("--host", "-H", help="Host to act on (from sleuth.toml); repeat for several."),
 ]
+HostSpecs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--hosts",
+        help="Hosts by the group: a [groups] name from sleuth.toml, a pattern over its hosts and "
+        "the aliases of ~/.ssh/config (gpu-d*), or a comma list; repeat for several. A "
+        "read-only tool then runs on a whole group at once (host=@GROUP).",
+    ),
+]
+FleetConcurrency = Annotated[
+    int | None,
+    typer.Option(
+        "--fleet-concurrency",
+        min=1,
+        help="Hosts a call on a group reaches at once (default 32, or [fleet] concurrency).",
+    ),
+]
 DEFAULT_TRANSCRIPTS = Path("transcripts")
 TranscriptsDir = Annotated[
     Path, typer.Option("--transcripts", help="Folder the transcript is written to.")
@@ -86,6 +104,22 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 def settings_or_exit(config: Path | None) -> Settings:
     try:
         return load_settings(config)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+
+
+def select_or_exit(
+    settings: Settings,
+    names: list[str] | None,
+    specs: list[str] | None,
+    concurrency: int | None = None,
+) -> Selection:
+    """The run's hosts and groups from --host and --hosts; a usage error that names the fix for
+    an unknown name or a group or pattern that matches nothing."""
+    if concurrency is not None:
+        settings.fleet.concurrency = concurrency
+    try:
+        return select_hosts(settings, names or [], specs or [])
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
 

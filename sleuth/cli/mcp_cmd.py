@@ -14,10 +14,13 @@ from sleuth.cli.common import (
     EXIT_USAGE,
     AcceptNewHostKey,
     ConfigPath,
+    FleetConcurrency,
     HostNames,
+    HostSpecs,
     TranscriptsDir,
     err_console,
     fail,
+    select_or_exit,
     settings_or_exit,
 )
 from sleuth.config import ConfigError
@@ -63,6 +66,8 @@ def mcp(
         ),
     ] = None,
     hosts: HostNames = None,
+    fleet: HostSpecs = None,
+    fleet_concurrency: FleetConcurrency = None,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     accept_new_host_key: AcceptNewHostKey = False,
     config: ConfigPath = None,
@@ -71,7 +76,8 @@ def mcp(
 
     Each client session is recorded as a transcript; a tool that changes a host asks you
     through the client (elicitation), or is refused when the client cannot ask and no rule in
-    sleuth.toml approves it. Without --host it serves every configured host; each session's
+    sleuth.toml approves it. Without --host or --hosts it serves every configured host and
+    group (a client may call a read-only tool on a whole group: host=@GROUP); each session's
     transcript goes to --transcripts. Over --http every request needs the bearer token
     (SLEUTH_MCP_TOKEN, or one made up for the run and printed once), on loopback too.
 
@@ -91,8 +97,17 @@ def mcp(
         if http is not None:
             bind = parse_bind(http)
             check_bind(bind[0], allow_remote, token)
-        names = hosts or [name for name in settings.hosts]
-        ctx = build_context(settings, names, accept_new_host_key=accept_new_host_key)
+        given = bool(hosts or fleet)
+        names = hosts if given else list(settings.hosts)
+        chosen = select_or_exit(
+            settings, names, fleet if given else list(settings.groups), fleet_concurrency
+        )
+        ctx = build_context(
+            chosen.settings,
+            chosen.names,
+            accept_new_host_key=accept_new_host_key,
+            groups=chosen.groups,
+        )
     except (BindError, ConfigError) as exc:
         fail(str(exc), EXIT_USAGE)
     state = ServeState(ctx, transcripts.absolute(), settings)

@@ -19,7 +19,9 @@ from sleuth.cli.common import (
     EXIT_USAGE,
     AcceptNewHostKey,
     ConfigPath,
+    FleetConcurrency,
     HostName,
+    HostSpecs,
     JsonFlag,
     TranscriptsDir,
     console,
@@ -27,6 +29,7 @@ from sleuth.cli.common import (
     fail,
     plural,
     print_json,
+    select_or_exit,
     settings_or_exit,
 )
 from sleuth.config import LOCAL, ConfigError, Settings
@@ -35,6 +38,7 @@ from sleuth.outputs import ToolOutput
 from sleuth.tools.approval import approver_for
 from sleuth.tools.context import build_context
 from sleuth.tools.registry import all_tools, get_tool, plugin_errors, validation_text
+from sleuth.transcripts.fleet import is_fleet_host
 from sleuth.transcripts.store import TranscriptError
 
 
@@ -67,6 +71,8 @@ def run_tool(
         list[str] | None, typer.Argument(help="Inputs as key=value, e.g. path=x start=5")
     ] = None,
     host: HostName = LOCAL,
+    fleet: HostSpecs = None,
+    fleet_concurrency: FleetConcurrency = None,
     yes: Annotated[
         bool,
         typer.Option(
@@ -84,9 +90,17 @@ def run_tool(
     as a transcript like any investigation's.
 
     Example: sleuth tool read_lines path=README.md start=1 end=20
+
+    Example: sleuth tool python_env --hosts decode   (every host of the group, grouped)
     """
 
     settings = settings_or_exit(config)
+    if is_fleet_host(host):
+        fleet, host = [*(fleet or []), host[1:]], LOCAL
+    chosen = select_or_exit(settings, [host], fleet, fleet_concurrency)
+    if fleet:
+        # One fleet call over the group named, or over every host --hosts chose.
+        host = "@" + chosen.target(fleet[0] if len(fleet) == 1 else "")
     inputs = {"host": host, **parse_assignments(assignments or [])}
     try:
         get_tool(name).input_model.model_validate(inputs)
@@ -98,7 +112,11 @@ def run_tool(
     approve = approver_for("person" if yes else "refuse")
     try:
         ctx = build_context(
-            settings, [host], approver=approve, accept_new_host_key=accept_new_host_key
+            chosen.settings,
+            chosen.names,
+            approver=approve,
+            accept_new_host_key=accept_new_host_key,
+            groups=chosen.groups,
         )
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)

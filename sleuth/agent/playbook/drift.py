@@ -17,6 +17,7 @@ from sleuth.transcripts.hostlist import compress
 
 QUOTED_PAIRS = 2
 """How many changed lines (the majority's and the outlier's) a drift finding quotes."""
+LONG_LINE = 80
 
 
 def fleet_of(result: Result) -> FleetResult | None:
@@ -82,22 +83,37 @@ def _outlier(
 
 
 def changed_lines(diff: str) -> list[tuple[str, str]]:
-    """The diff's changes as (majority line, outlier line) pairs; "" where a side has none."""
+    """The diff's changes as (majority line, outlier line) pairs, "" where a side has none:
+    each run of removed lines paired in order with the run of added lines after it. In the
+    diff's order, but a line longer than LONG_LINE (a whole command line, a summary) after
+    the short ones: a finding names the most specific change."""
+    pairs: list[tuple[str, str]] = []
     removed: list[str] = []
     added: list[str] = []
+
+    def flush() -> None:
+        width = max(len(removed), len(added))
+        for i in range(width):
+            was = removed[i] if i < len(removed) else ""
+            now = added[i] if i < len(added) else ""
+            if was.strip() or now.strip():
+                pairs.append((was, now))
+        removed.clear()
+        added.clear()
+
     for line in diff.splitlines():
-        if line.startswith(("---", "+++", "@@")):
+        if line.startswith(("---", "+++")):
             continue
         if line.startswith("-"):
+            if added:
+                flush()
             removed.append(line[1:])
         elif line.startswith("+"):
             added.append(line[1:])
-    width = max(len(removed), len(added))
-    pairs = [
-        (removed[i] if i < len(removed) else "", added[i] if i < len(added) else "")
-        for i in range(width)
-    ]
-    return [p for p in pairs if p[0].strip() or p[1].strip()]
+        else:
+            flush()
+    flush()
+    return sorted(pairs, key=lambda p: max(len(p[0].strip()), len(p[1].strip())) > LONG_LINE)
 
 
 def failure_reports(result: Result, seen: set[str]) -> list[Report]:

@@ -124,5 +124,5 @@ def _render(host: str, found: list[ServerProcess], sandbox: SandboxedHost) -> st
     for p in found:
         lines.append(f"pid {p.pid}: {p.engine}, working folder {p.cwd or '(unreadable)'}")
         lines.append("  command: " + " ".join(p.argv))
-        lines += [f"  {f.name} {f.value}".rstrip() if f.name else f"  {f.value}" for f in p.flags]
+        lines += [f"  {' '.join(w for w in (f.name, f.value) if w)}" for f in p.flags]
     return "\n".join(lines) + "\n"

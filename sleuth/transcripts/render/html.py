@@ -16,6 +16,7 @@ from sleuth.transcripts.events import (
     SessionStarted,
     ToolExecuted,
 )
+from sleuth.transcripts.render.fleet import COLUMNS, fleet_of, fleet_rows, hosts_note, summary
 from sleuth.transcripts.render.story import (
     Story,
     anchor,
@@ -53,6 +54,11 @@ border-radius:4px;padding:0 .4rem;color:#fff;margin-right:.5rem}
 .verdict-partial{background:#b26a00}.verdict-unknown{background:#6e7781}
 .segment{background:#fff8e1;padding:.5rem 1rem;border-radius:6px}
 summary{cursor:pointer;color:#3b6fd8}
+table.fleet{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+table.fleet td,table.fleet th{border:1px solid #ddd;padding:.25rem .5rem;vertical-align:top;
+text-align:left}table.fleet td pre{margin:0;padding:0;background:none}
+.v-outlier,.v-failed,.v-unreachable{color:#c62828;font-weight:bold}
+.v-majority,.v-largest{color:#1a7f37}
 """
 
 
@@ -60,7 +66,29 @@ def _e(text: object) -> str:
     return html.escape(str(text))
 
 
-def _html_call(call: ToolExecuted) -> str:
+def _html_fleet(story: Story, call: ToolExecuted) -> str | None:
+    fleet = fleet_of(call)
+    if fleet is None:
+        return None
+    head = "".join(f"<th>{_e(c)}</th>" for c in COLUMNS)
+    rows = "".join(
+        f'<tr><td>{_e(r.label)}</td><td class="v-{_e(r.verdict.split()[-1])}">{_e(r.verdict)}'
+        f"</td><td>{_e(r.hosts)}</td><td>{r.count}</td><td><pre>{_e(r.excerpt)}</pre></td></tr>"
+        for r in fleet_rows(fleet)
+    )
+    parts = story.parts.get(call.call_id, [])
+    raw = "".join(
+        f"<p><b>{_e(p.host)}</b> · {_e(call_status(p))}</p><pre>{_e(p.result.output)}</pre>"
+        for p in parts
+    )
+    return (
+        f'<table class="fleet"><tr>{head}</tr>{rows}</table>'
+        f'<p class="meta">{_e(summary(fleet, len(parts)))}</p>'
+        f"<details><summary>each host's raw output ({len(parts)})</summary>{raw}</details>"
+    )
+
+
+def _html_call(story: Story, call: ToolExecuted) -> str:
     cls = "ok" if call.result.ok and call.result.exit_code in (None, 0) else "bad"
     result = call.result
     cut = f" · {result.bytes_cut} bytes cut" if result.bytes_cut else ""
@@ -75,7 +103,10 @@ def _html_call(call: ToolExecuted) -> str:
     if call.result.argv:
         parts.append(f"<pre>$ {_e(chr(10).join(command_lines(call)))}</pre>")
     output = call.result.output or "(no output)"
-    if is_long(output):
+    fleet = _html_fleet(story, call)
+    if fleet is not None:
+        parts.append(fleet)
+    elif is_long(output):
         count = output.count("\n") + 1
         parts.append(
             f"<details><summary>output ({count} lines)</summary><pre>{_e(output)}</pre></details>"
@@ -93,7 +124,7 @@ def _html_finding(story: Story, event: FindingEvent) -> str:
         ev_cls = "ok" if ev.grounded else "warn"
         items.append(
             f'<li><a href="#{anchor(ev.call_id)}">{_e(call_label(story, ev.call_id))}</a>'
-            f' <span class="{ev_cls}">{_e(grounded_mark(ev.grounded))}</span>'
+            f' {_e(hosts_note(ev))}<span class="{ev_cls}">{_e(grounded_mark(ev.grounded))}</span>'
             f"<pre>{_e(ev.quote)}</pre></li>"
         )
     steps = "".join(f"<li>{_e(step)}</li>" for step in f.next_steps)
@@ -113,7 +144,7 @@ def _html_step(story: Story, step: Event) -> str:
         body = "".join(f"<p>{_e(p)}</p>" for p in text.split("\n\n")) if text else ""
         return f"<h2>Turn {step.turn}</h2>{body or '<p class=meta>(tool calls only)</p>'}"
     if isinstance(step, ToolExecuted):
-        return _html_call(step)
+        return _html_call(story, step)
     if isinstance(step, FindingEvent):
         return _html_finding(story, step)
     if isinstance(step, ApprovalEvent):

@@ -16,6 +16,7 @@ from sleuth.transcripts.events import (
     SessionStarted,
     ToolExecuted,
 )
+from sleuth.transcripts.render.fleet import COLUMNS, fleet_of, fleet_rows, hosts_note, summary
 from sleuth.transcripts.render.story import (
     Story,
     anchor,
@@ -41,7 +42,21 @@ def _fence(text: str, info: str = "") -> str:
     return f"{ticks}{info}\n{text.rstrip()}\n{ticks}"
 
 
-def _md_call(call: ToolExecuted) -> list[str]:
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>") or " "
+
+
+def _md_fleet(story: Story, call: ToolExecuted) -> list[str] | None:
+    fleet = fleet_of(call)
+    if fleet is None:
+        return None
+    rows = [f"| {' | '.join(COLUMNS)} |", f"|{'---|' * len(COLUMNS)}"]
+    for row in fleet_rows(fleet):
+        rows.append("| " + " | ".join(_md_cell(cell) for cell in row.cells()) + " |")
+    return ["", *rows, "", summary(fleet, len(story.parts.get(call.call_id, [])))]
+
+
+def _md_call(story: Story, call: ToolExecuted) -> list[str]:
     lines = [
         f'<a id="{anchor(call.call_id)}"></a>',
         f"**Call `{call.call_id}`: {tool_where(call)}** · {call_status(call)}"
@@ -53,7 +68,10 @@ def _md_call(call: ToolExecuted) -> list[str]:
     if call.result.argv:
         lines += ["", "Ran:", "", _fence("\n".join(command_lines(call)), "sh")]
     output = call.result.output or "(no output)"
-    if is_long(output):
+    fleet = _md_fleet(story, call)
+    if fleet is not None:
+        lines += fleet
+    elif is_long(output):
         count = output.count("\n") + 1
         lines += ["", f"<details><summary>output ({count} lines)</summary>", ""]
         lines += [_fence(output), "", "</details>"]
@@ -72,7 +90,7 @@ def _md_finding(story: Story, event: FindingEvent) -> list[str]:
     ]
     for ev in f.evidence:
         link = f"[{call_label(story, ev.call_id)}](#{anchor(ev.call_id)})"
-        lines.append(f"- {link} ({grounded_mark(ev.grounded)}):")
+        lines.append(f"- {link} {hosts_note(ev)}({grounded_mark(ev.grounded)}):")
         lines += ["", "  " + _fence(ev.quote).replace("\n", "\n  "), ""]
     if f.next_steps:
         lines += ["Next steps:", "", *(f"- {step}" for step in f.next_steps), ""]
@@ -84,7 +102,7 @@ def _md_step(story: Story, step: Event) -> list[str]:
         text = reasoning(step) or "_(no text; tool calls only)_"
         return [f"## Turn {step.turn}", "", text, ""]
     if isinstance(step, ToolExecuted):
-        return _md_call(step)
+        return _md_call(story, step)
     if isinstance(step, FindingEvent):
         return _md_finding(story, step)
     if isinstance(step, ApprovalEvent):

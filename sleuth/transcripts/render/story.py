@@ -33,6 +33,8 @@ class Story:
     ended: SessionEnded | None = None
     calls: dict[str, ToolExecuted] = field(default_factory=dict)
     events: Sequence[Event] = ()
+    parts: dict[str, list[ToolExecuted]] = field(default_factory=dict)
+    """Each fleet call's per-host parts, by the fleet call's id; not steps of their own."""
 
     def segment(self, started: SessionStarted) -> int:
         """1 for the first run, 2 for the first resume, and so on."""
@@ -47,6 +49,8 @@ def build_story(events: Sequence[Event]) -> Story:
             story.started = event
         elif isinstance(event, SessionEnded):
             story.ended = event
+        elif isinstance(event, ToolExecuted) and event.fleet is not None:
+            story.parts.setdefault(event.fleet, []).append(event)
         else:
             story.steps.append(event)
             if isinstance(event, ToolExecuted):

@@ -10,6 +10,7 @@ from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
 from rich.rule import Rule
+from rich.table import Table
 from rich.text import Text
 
 from sleuth.transcripts.events import (
@@ -22,6 +23,7 @@ from sleuth.transcripts.events import (
     SessionStarted,
     ToolExecuted,
 )
+from sleuth.transcripts.render.fleet import COLUMNS, fleet_of, fleet_rows, hosts_note, summary
 from sleuth.transcripts.render.story import (
     FOLD_CHARS,
     Story,
@@ -51,7 +53,7 @@ def _fold_text(output: str) -> str:
     return f"{head}\n… {len(lines) - TEXT_HEAD_LINES} more lines folded (--format html shows all)"
 
 
-def _rich_call(call: ToolExecuted) -> RenderableType:
+def _rich_call(story: Story, call: ToolExecuted) -> RenderableType:
     colour = "green" if call.result.ok and call.result.exit_code in (None, 0) else "red"
     cut = f" · {call.result.bytes_cut} bytes cut" if call.result.bytes_cut else ""
     where = f" on [cyan]{escape(call.host)}[/]" if call.host else ""
@@ -59,9 +61,16 @@ def _rich_call(call: ToolExecuted) -> RenderableType:
         f"[bold]{escape(call.tool)}[/]{where} · "
         f"[{colour}]{escape(call_status(call))}[/] · {call.result.duration_s:.2f} s{cut}"
     )
-    body = [Text(json.dumps(call.input, ensure_ascii=False), style="dim")]
+    body: list[RenderableType] = [Text(json.dumps(call.input, ensure_ascii=False), style="dim")]
     body += [Text("$ " + line, style="yellow") for line in command_lines(call)]
-    body.append(Text(_fold_text(call.result.output or "(no output)")))
+    fleet = fleet_of(call)
+    if fleet is not None:
+        table = Table(*COLUMNS, show_lines=True)
+        for row in fleet_rows(fleet):
+            table.add_row(*row.cells())
+        body += [table, Text(summary(fleet, len(story.parts.get(call.call_id, []))), "dim")]
+    else:
+        body.append(Text(_fold_text(call.result.output or "(no output)")))
     return Panel(Group(*body), title=title, subtitle=escape(call.call_id), title_align="left")
 
 
@@ -77,8 +86,8 @@ def _rich_finding(story: Story, event: FindingEvent) -> RenderableType:
     for ev in f.evidence:
         lines.append(
             Text.from_markup(
-                f"→ call [cyan]{escape(call_label(story, ev.call_id))}[/]"
-                f" ({escape(grounded_mark(ev.grounded))}): "
+                f"→ call [cyan]{escape(call_label(story, ev.call_id))}[/] "
+                f"{escape(hosts_note(ev))}({escape(grounded_mark(ev.grounded))}): "
             )
             + Text(ev.quote, style="italic")
         )
@@ -93,7 +102,7 @@ def _rich_step(story: Story, step: Event) -> RenderableType | None:
         text = reasoning(step) or "(tool calls only)"
         return Group(Rule(f"Turn {step.turn}", align="left"), Text(text))
     if isinstance(step, ToolExecuted):
-        return _rich_call(step)
+        return _rich_call(story, step)
     if isinstance(step, FindingEvent):
         return _rich_finding(story, step)
     if isinstance(step, ApprovalEvent):
