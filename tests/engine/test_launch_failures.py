@@ -90,7 +90,7 @@ def test_kv_cache_too_small_for_the_models_length(ctx: ToolContext, engine_env: 
 def test_a_folder_that_is_not_a_model(ctx: ToolContext, engine_env: EngineEnv) -> None:
     folder = next(Path(r) for r in ctx.host("gpu").config.roots if "not-a-model" in r)
     result = launch(ctx, engine_env, model_path=str(folder))
-    d = check_diagnosis(result, "model_not_found")
+    d = check_diagnosis(result, "weights_missing")
     assert "model folder with config.json" in d["fix"]
     within_one_poll(ctx, result)
 
