@@ -17,17 +17,21 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# ANSI colour, also as pasted copies show it once the escape byte became the text "ESC".
+_ANSI = re.compile(r"(?:\x1b|ESC)\[[0-9;?]*[A-Za-z]")
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 # One prefix each; `message` strips them repeatedly from the start of the line.
 _PREFIXES = (
+    r"[A-Z][a-z]{2} [ \d]\d [\d:]{8} \S+ [\w.\-/@]+\[\d+\]:",  # journald / syslog
+    r"\d{4}-\d\d-\d\dT[\d:.]+[+\-]\d{4} \S+ [\w.\-/@]+\[\d+\]:",  # journalctl -o short-iso
+    r"[\w.\-]+ +\|",  # docker compose service column
     r"> ?",  # a quoted paste
     r"\*\*",  # Markdown bold around a pasted line
     r"\(?[\w.\-]+ pid=\d+(?:, ip=[\w.:]+)?\)",  # (EngineCore_DP0 pid=1), (RayWorkerWrapper pid=5)
     r"\(pid=\d+(?:, ip=[\w.:]+)?\)",
     r"\[rank\d+\]:",
     r"\[\d{4}-\d\d-\d\d[ T][\d:.,]+Z?(?: (?:[A-Z]+\d+|[\w-]+))*\]",  # SGLang [.. TP0], [..]
-    _LEVEL + r" \d\d-\d\d [\d:.]+ (?:\[[\w.\-]+:\d+\]|[\w.\-]+:\d+\])",  # vLLM V0 / V1 logger
+    _LEVEL + r" \d\d-\d\d [\d:.]+ (?:\[[\w.\-/]+:\d+\]|[\w.\-/]+:\d+\])",  # vLLM logger
     _LEVEL + r" \d{4}-\d\d-\d\d[ T][\d:.,]+Z?(?: [\w.\-]+:\d+\])?",  # NIM, cloud log lines
     r"\d{4}-\d\d-\d\d [\d:,.]+ (?:[\w.\-]+ )?(?:\d+ )?" + _LEVEL + r"(?: [\w.\-]+:\d+ --)?",
     r"[WEIF]\d{4} [\d:.]+ +\d+ [\w./\-]+:\d+\]",  # glog (torch elastic)
