@@ -40,6 +40,7 @@ TOOL_MODULES = (
     "sleuth.tools.capacity.capacity_plan",
     "sleuth.tools.environment.env_tools",
     "sleuth.tools.serving.serving_tools",
+    "sleuth.tools.serving.diagnose_log",
     "sleuth.tools.bench.run_benchmark",
 )
 

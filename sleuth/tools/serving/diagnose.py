@@ -24,7 +24,7 @@ from sleuth.tools.serving.diagnose_fixes import FIXES
 from sleuth.tools.serving.diagnose_lines import Line, frames, headline, parse, split_lines
 from sleuth.tools.serving.diagnose_rules import RULES, Confidence, FailureKind, Rule
 
-__all__ = ["Diagnosis", "FailureKind", "diagnose", "split_lines"]
+__all__ = ["Diagnosis", "FailureKind", "diagnose", "render", "split_lines"]
 
 WINDOW = 80
 """Lines either side of a hit searched for its traceback (vLLM logs the message first)."""
@@ -89,6 +89,19 @@ def diagnose(
             kind, confidence, phase_line = _oom_phase(parsed, hit)
         return _explain(parsed, hit, rule, kind, confidence, engine, phase_line)
     return _unexplained(parsed, exit_code, engine)
+
+
+def render(d: Diagnosis) -> list[str]:
+    """The diagnosis as the lines a person or a model reads."""
+    lines = [f"diagnosis: {d.kind}: {d.headline}"]
+    if d.confidence == "low":
+        lines.append("confidence: low (the best reading of the log, not a stated cause)")
+    lines.append(f"fix: {d.fix}")
+    if d.evidence:
+        lines += ["evidence (from the log):", *(f"  {line}" for line in d.evidence)]
+    if d.candidates:
+        lines += ["other lines that may state the cause:", *(f"  {c}" for c in d.candidates)]
+    return lines
 
 
 def detect_engine(parsed: list[Line]) -> Engine | None:
