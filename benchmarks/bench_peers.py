@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from bench_support import realtime_prefix, synthetic_server, train_tokenizer  # noqa: E402
 
 from sleuth.hosts.program import program  # noqa: E402
+from sleuth.hosts.program.loadgen import metric_totals  # noqa: E402
 from sleuth.tools.bench.metrics import summarise  # noqa: E402
 
 MODEL = "truth"
@@ -62,6 +63,8 @@ PROFILE = {"ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "output_tokens": OUTPUT, "role_
 INPUT_LEN = 32
 TICK_S = 0.05
 GAP_S = 0.5
+CHUNKS = "vllm:spec_decode_num_drafts_total"
+"""The synthetic server counts the chunks it has streamed in this counter."""
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 VLLM_MAIN = (
     "import sys\n"
@@ -126,10 +129,10 @@ def tree_cpu_s(root: int) -> float:
 
 def chunks_sent(url: str) -> int:
     with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith("vllm:spec_decode_num_drafts_total"):
-                return int(float(line.rsplit(" ", 1)[1]))
-    raise RuntimeError("the synthetic server reported no chunk counter")
+        totals = metric_totals(resp.read().decode(), (CHUNKS,))
+    if CHUNKS not in totals:
+        raise RuntimeError("the synthetic server reported no chunk counter")
+    return int(totals[CHUNKS])
 
 
 def streaming_window(samples: list[tuple[float, float, int]]) -> tuple[float, int, float]:

@@ -19,7 +19,7 @@ from typing import Any
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import BrainReply, Request
-from sleuth.agent.replay import replay
+from sleuth.agent.replay.run import replay
 from sleuth.agent.session import tool_specs
 from sleuth.config import Budget
 from sleuth.tools.context import ToolContext

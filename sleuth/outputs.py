@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sleuth.agent.replay import ReplayResult
+from sleuth.agent.replay.compare import ReplayResult
 from sleuth.tools.bench.compare import CompareReport
-from sleuth.tools.bench.run_benchmark import BenchRun
+from sleuth.tools.bench.models import BenchRun
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import Finding, SessionStatus, Totals
 from sleuth.transcripts.verify import OUTPUT_SCHEMA_VERSION, VerifyReport

@@ -35,7 +35,7 @@ import pytest
 
 if TYPE_CHECKING:  # the plugin loads in every pytest run; keep its import cheap
     from sleuth.agent.protocols import Brain
-    from sleuth.agent.replay import ReplayResult
+    from sleuth.agent.replay.compare import ReplayResult
     from sleuth.config import Settings
     from sleuth.tools.context import ToolContext
 
@@ -45,7 +45,7 @@ DIR_FLAG = "--sleuth-transcripts"
 
 def replay(path: str | Path, *, live_ctx: ToolContext | None = None) -> ReplayResult:
     """Replay a transcript (offline unless `live_ctx` gives today's hosts); see ReplayResult."""
-    from sleuth.agent.replay import replay as run_replay
+    from sleuth.agent.replay.run import replay as run_replay
 
     return run_replay(Path(path), live_ctx=live_ctx)
 

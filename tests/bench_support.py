@@ -15,13 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.hosts.program import program
-from sleuth.tools.bench.metrics import (
-    BenchReport,
-    ClientLimits,
-    Slo,
-    parse_lines,
-    summarise,
-)
+from sleuth.tools.bench.metrics import parse_lines, summarise
+from sleuth.tools.bench.models import BenchReport, ClientLimits, Slo
 
 SERVER = Path(__file__).with_name("streaming_server.py")
 

@@ -171,7 +171,7 @@ def test_babble_without_tools_is_unsupported_and_required_only_on_the_first_turn
 def test_a_resumed_run_keeps_counting_the_notices_it_already_gave(
     ctx: ToolContext, tmp_path: Path
 ) -> None:
-    from sleuth.agent.resume import resume_investigation
+    from sleuth.agent.replay.resume import resume_investigation
 
     babble = '<tool_call>{"name": "read_json", "arguments": {"path": "config.json"}}</tool_call>'
     result, events, _ = run(

@@ -21,7 +21,8 @@ import pytest
 from bench_support import bench, run_loadgen, synthetic_server
 
 from sleuth.hosts.program.loadgen import make_prompt, poisson_schedule
-from sleuth.tools.bench.metrics import RequestRecord, Slo, parse_lines, tpot
+from sleuth.tools.bench.metrics import parse_lines, tpot
+from sleuth.tools.bench.models import RequestRecord, Slo
 
 PER_REQUEST_MS = 5.0
 MEAN_MS = 2.0

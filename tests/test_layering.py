@@ -23,8 +23,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -65,3 +65,89 @@ def test_programs_sent_to_hosts_import_only_the_standard_library(room: str) -> N
     folder = PACKAGE.joinpath(*room.split(".")[1:])
     for path in folder.glob("*.py"):
         assert not imported(path), path
+
+
+def runtime_imports(path: Path, modules: set[str], package: Path = PACKAGE) -> set[str]:
+    """The `modules` that importing `path` imports: module-level statements only, not those
+    inside functions or under `if TYPE_CHECKING` (neither runs at import time)."""
+    tree = ast.parse(path.read_text(), str(path))
+    here = module_name(path, package).split(".")
+    if path.name != "__init__.py":
+        here = here[:-1]
+    found: set[str] = set()
+    for node in _module_level(tree.body):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            for alias in node.names:
+                # `from package import module` imports that module; a name, the package.
+                sub = f"{module}.{alias.name}"
+                found.add(sub if sub in modules else module)
+    return found & modules
+
+
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    statements: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If):
+            checking = "TYPE_CHECKING" in ast.unparse(node.test)
+            statements += _module_level(node.orelse if checking else node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            handlers = [stmt for handler in node.handlers for stmt in handler.body]
+            statements += _module_level(node.body + handlers + node.orelse + node.finalbody)
+        else:
+            statements.append(node)
+    return statements
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, list[str]]:
+    """Each module of `package` and the modules of `package` it imports as it loads."""
+    paths = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
+    return {name: sorted(runtime_imports(p, set(paths), package)) for name, p in paths.items()}
+
+
+def import_cycles(package: Path = PACKAGE) -> list[list[str]]:
+    """Circles of module-level imports among the modules of `package` (at least one per knot),
+    each as the path from one module back to itself."""
+    graph = import_graph(package)
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def walk(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycles.append([*trail[trail.index(name) :], name])
+            return
+        if name in done:
+            return
+        for target in graph[name]:
+            walk(target, [*trail, name])
+        done.add(name)
+
+    for name in graph:
+        walk(name, [])
+    return cycles
+
+
+def test_no_module_of_sleuth_imports_itself_round_a_circle() -> None:
+    assert import_cycles() == []
+    graph = import_graph()
+    # The walk sees real edges: the MCP server and approval both read the shared state.
+    assert "sleuth.mcp.state" in graph["sleuth.mcp.server"]
+    assert "sleuth.mcp.state" in graph["sleuth.mcp.approval"]
+    assert sum(map(len, graph.values())) > 200
+
+
+def test_the_circle_finder_finds_a_circle_and_skips_type_checking_imports(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("def later():\n    from pkg import a\n\nfrom . import c\n")
+    (package / "c.py").write_text("from pkg.a import thing\n")
+    (package / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import e\n"
+    )
+    (package / "e.py").write_text("import pkg.d\n")
+    assert import_cycles(package) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]

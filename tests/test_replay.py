@@ -16,7 +16,8 @@ import pytest
 from sleuth.agent.brains.anthropic import AnthropicBrain
 from sleuth.agent.playbook.brain import PlaybookBrain
 from sleuth.agent.protocols import BrainReply, Request
-from sleuth.agent.replay import read_recording, replay
+from sleuth.agent.replay.recorded import read_recorded
+from sleuth.agent.replay.run import replay
 from sleuth.agent.session import start_investigation
 from sleuth.config import Settings
 from sleuth.tools.context import ToolContext
@@ -189,7 +190,7 @@ def test_a_crashed_recording_replays_up_to_where_it_stopped(
     )
     crashed = tmp_path / "crashed.jsonl"
     crashed.write_bytes(b"".join(lines[:cut]) + lines[cut][:40])  # a torn last line
-    recording = read_recording(crashed)
+    recording = read_recorded(crashed).recording
     assert recording.status is None and len(recording.turns) == 1
     result = replay(crashed)
     assert result.ok and result.status == "interrupted" and result.findings == []
@@ -204,7 +205,7 @@ def test_reference_transcripts_replay_to_their_recorded_findings(path: Path) -> 
     assert result.ok, result.divergence and result.divergence.describe()
     assert result.findings == result.recorded_findings
     assert result.status == result.recorded_status
-    if read_recording(path).start.brain == "playbook":
+    if read_recorded(path).recording.start.brain == "playbook":
         redriven = replay(path, brain=PlaybookBrain())
         assert redriven.ok, redriven.divergence and redriven.divergence.describe()
         assert redriven.findings == redriven.recorded_findings

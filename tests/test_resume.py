@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sleuth.agent.replay import replay
+from sleuth.agent.replay.run import replay
 from sleuth.transcripts.events import SessionEnded, SessionStarted
 from sleuth.transcripts.store import load
 from sleuth.transcripts.verify import verify

@@ -24,11 +24,13 @@ import pytest
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.program.loadgen import METRIC_PREFIXES, metric_totals
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import execute
 from sleuth.tools.results import ToolError, ToolResult
 from sleuth.tools.serving.engines import LaunchOptions, Speculative, build_argv
+from sleuth.tools.serving.status import vllm_metrics
 
 SERVER = str(Path(__file__).with_name("streaming_server.py"))
 READY_LINE = "The server is fired up and ready to roll!"
@@ -631,6 +633,38 @@ def test_vllm_module_entry_point_takes_the_model_as_an_option() -> None:
         "serve",
         "/m",
     ]
+
+
+def test_vllm_metrics_sum_each_counter_over_its_label_sets_as_the_load_generator_does() -> None:
+    """server_status and the load generator read /metrics with one parser: a counter's
+    samples add up over label sets (one per engine), per-position series stay out."""
+    text = (
+        "# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.\n"
+        "# TYPE vllm:spec_decode_num_drafts_total counter\n"
+        'vllm:spec_decode_num_drafts_total{engine="0"} 100\n'
+        'vllm:spec_decode_num_drafts_total{engine="1"} 300\n'
+        'vllm:spec_decode_num_draft_tokens_total{engine="0"} 800\n'
+        'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 200\n'
+        'vllm:spec_decode_num_accepted_tokens_total{engine="1"} 400\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 999\n'
+        "vllm:num_requests_running 3\n"
+        "process_cpu_seconds_total 12\n"
+    )
+    metrics = vllm_metrics(text)
+    assert metrics.mean_accept_length_since_launch == 2.5  # 1 + 600 accepted / 400 drafts
+    assert metrics.acceptance_rate_since_launch == 0.75  # 600 accepted / 800 drafted
+    assert [line.split("{")[0].split(" ")[0] for line in metrics.lines] == [
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        "vllm:num_requests_running",
+    ]
+    totals = metric_totals(text, METRIC_PREFIXES)
+    assert totals["vllm:spec_decode_num_accepted_tokens_total"] == 600.0
+    assert "vllm:spec_decode_num_accepted_tokens_per_pos_total" not in totals
 
 
 def test_sleuth_servers_lists_alive_servers_with_the_command_that_stops_them(

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from pathlib import Path
@@ -12,10 +11,10 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 from rich.markup import escape
-from rich.table import Table
 from typer.core import TyperGroup
 
 from sleuth.agent.session import record_cli_call
+from sleuth.cli.bench_tables import compare_table, run_table
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -30,11 +29,13 @@ from sleuth.cli.common import (
 from sleuth.config import LOCAL, ConfigError
 from sleuth.hosts.host import HostError
 from sleuth.outputs import BenchOutput
-from sleuth.tools.bench.compare import CompareError, CompareReport, compare, is_stat
-from sleuth.tools.bench.metrics import Dist, PhaseMetrics, parse_lines
-from sleuth.tools.bench.report import render_html
-from sleuth.tools.bench.run_benchmark import BenchRun, RunBenchmarkInput, benchmark, warnings
-from sleuth.tools.context import build_context
+from sleuth.tools.bench.compare import CompareError, compare, is_stat
+from sleuth.tools.bench.models import BenchRun
+from sleuth.tools.bench.plot import draw, pyplot, wants_plot
+from sleuth.tools.bench.render import warnings
+from sleuth.tools.bench.result_files import first_error, read_records, write_csv, write_html
+from sleuth.tools.bench.run_benchmark import RunBenchmarkInput, benchmark
+from sleuth.tools.context import ToolContext, build_context
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import register_secret
 from sleuth.transcripts.store import TranscriptError
@@ -173,41 +174,52 @@ def bench(
     if plot is not None or (concurrency and "," in concurrency):
         _plot_module(required=plot is not None)
     headers = _headers(header, api_key)
+    args = _run_input(
+        host=host,
+        endpoint=endpoint,
+        model=model,
+        api=api,
+        concurrency=_ints(concurrency),
+        request_rate=request_rate,
+        max_concurrency=max_concurrency,
+        num_prompts=num_prompts or (10_000 if duration else 64),
+        duration_s=duration,
+        burstiness=burstiness,
+        ramp_up=_floats(ramp_up, "--ramp-up", 2),
+        input_len=input_len,
+        output_len=output_len,
+        dataset=dataset,
+        dataset_path=dataset_path,
+        range_ratio=range_ratio,
+        prefix_len=prefix_len,
+        prefix_groups=prefix_groups,
+        turns=turns,
+        tokenizer=tokenizer,
+        temperature=temperature,
+        ignore_eos=ignore_eos,
+        extra_body=_json_object(extra_body),
+        percentiles=_floats(percentiles, "--percentiles"),
+        label=label,
+        seed=seed,
+        warmup=warmup,
+        where=where,
+        python=python,
+        slo_ttft_ms=slo_ttft_ms,
+        slo_tpot_ms=slo_tpot_ms,
+        slo_e2e_ms=slo_e2e_ms,
+    )
     try:
-        args = RunBenchmarkInput(
-            host=host,
-            endpoint=endpoint,
-            model=model,
-            api=api,
-            concurrency=_ints(concurrency),
-            request_rate=request_rate,
-            max_concurrency=max_concurrency,
-            num_prompts=num_prompts or (10_000 if duration else 64),
-            duration_s=duration,
-            burstiness=burstiness,
-            ramp_up=_floats(ramp_up, "--ramp-up", 2),
-            input_len=input_len,
-            output_len=output_len,
-            dataset=dataset,
-            dataset_path=dataset_path,
-            range_ratio=range_ratio,
-            prefix_len=prefix_len,
-            prefix_groups=prefix_groups,
-            turns=turns,
-            tokenizer=tokenizer,
-            temperature=temperature,
-            ignore_eos=ignore_eos,
-            extra_body=_json_object(extra_body),
-            percentiles=_floats(percentiles, "--percentiles"),
-            label=label,
-            seed=seed,
-            warmup=warmup,
-            where=where,
-            python=python,
-            slo_ttft_ms=slo_ttft_ms,
-            slo_tpot_ms=slo_tpot_ms,
-            slo_e2e_ms=slo_e2e_ms,
-        )
+        ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    ctx.results_dir = out_dir
+    run, transcript = _run(ctx, args, headers, transcripts)
+    _show(run, transcript, plot, as_json)
+
+
+def _run_input(**fields: Any) -> RunBenchmarkInput:
+    try:
+        return RunBenchmarkInput(**fields)
     except ValidationError as exc:
         fail(
             "; ".join(
@@ -215,22 +227,22 @@ def bench(
             ),
             EXIT_USAGE,
         )
-    try:
-        ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
-    ctx.results_dir = out_dir
+
+
+def _run(
+    ctx: ToolContext, args: RunBenchmarkInput, headers: dict[str, str], transcripts: Path
+) -> tuple[BenchRun, Path]:
+    """Run the benchmark, audited like a model's call (the headers are not inputs)."""
     phases = [f"c={c}" for c in args.concurrency or []] or [f"{args.request_rate} req/s"]
     try:
-        if host != LOCAL:
-            ctx.host(host).check_allowed("run_benchmark")
+        if args.host != LOCAL:
+            ctx.host(args.host).check_allowed("run_benchmark")
         with err_console.status(
-            f"benchmarking {endpoint} on {host}: {len(phases)} phase(s) of "
+            f"benchmarking {args.endpoint} on {args.host}: {len(phases)} phase(s) of "
             f"{args.num_prompts} requests ({', '.join(phases)})",
             spinner="dots",
         ):
             result = benchmark(ctx, args, headers)
-        # A person's benchmark is audited like a model's call (the headers are not inputs).
         transcript = record_cli_call(
             transcripts, ctx, "run_benchmark", args.model_dump(mode="json"), result
         )
@@ -238,14 +250,19 @@ def bench(
         fail(str(exc), EXIT_ERROR)
     finally:
         ctx.close()
-    run = BenchRun.model_validate(result.data)
+    return BenchRun.model_validate(result.data), transcript
+
+
+def _show(run: BenchRun, transcript: Path, plot: Path | None, as_json: bool) -> None:
+    """Print the run and write its CSV, HTML report and plot; fail when nothing succeeded."""
+    records = read_records(run)
     table_csv = write_csv(run)
-    page = write_html(run)
+    page = write_html(run, records)
     out = BenchOutput(
         **run.model_dump(), transcript=str(transcript), csv=str(table_csv), html=str(page)
     )
     if not as_json:
-        console.print(_table(run))
+        console.print(run_table(run))
         for line in warnings(run.report):
             console.print(f"[yellow]{escape(line)}[/]")
         console.print(f"records: {escape(run.jsonl)}")
@@ -259,7 +276,7 @@ def bench(
     elif png:
         console.print(f"plot: {escape(str(png))}")
     if not any(p.completed for p in run.report.phases):
-        fail(f"no request succeeded: {_first_error(run)}", EXIT_ERROR)
+        fail(f"no request succeeded: {first_error(records)}", EXIT_ERROR)
 
 
 @bench_app.command("compare")
@@ -302,39 +319,10 @@ def compare_cmd(
     if as_json:
         print_json(report)
         return
-    console.print(_compare_table(report))
+    console.print(compare_table(report))
     for line in report.warnings:
         console.print(f"[yellow]warning: {escape(line)}[/]")
     console.print(escape(report.summary))
-
-
-def _compare_table(report: CompareReport) -> Table:
-    table = Table(title=f"B: {report.b}\nagainst A: {report.a}")
-    for name in ("phase", "metric", "A", "B", "change", "95% CI", "verdict"):
-        table.add_column(name, justify="right" if name not in ("metric", "verdict") else "left")
-    for phase in report.phases:
-        for m in phase.metrics:
-            ci = (
-                "-"
-                if m.ci_low is None or m.ci_high is None
-                else f"{m.ci_low * 100:+.1f}%..{m.ci_high * 100:+.1f}%"
-            )
-            change = "-" if m.rel_diff is None else f"{m.rel_diff * 100:+.1f}%"
-            verdict = (
-                ("[green]lower[/]" if (m.rel_diff or 0) < 0 else "[red]higher[/]")
-                if m.significant
-                else "within noise"
-            )
-            table.add_row(
-                phase.load_a,
-                f"{m.metric} {m.stat}",
-                "-" if m.a is None else f"{m.a:.1f}",
-                "-" if m.b is None else f"{m.b:.1f}",
-                change,
-                ci,
-                verdict,
-            )
-    return table
 
 
 def _headers(pairs: list[str], api_key: str | None) -> dict[str, str]:
@@ -376,61 +364,6 @@ def _floats(text: str | None, flag: str, count: int | None = None) -> Any:
     return values
 
 
-def _first_error(run: BenchRun) -> str:
-    """The first failed request's own error (the server's message with it), from the records."""
-    with open(run.jsonl, encoding="utf-8") as fh:
-        _, _, records = parse_lines(fh)
-    for record in records:
-        if record.error:
-            return record.error
-    return "every request failed without an error message"
-
-
-def write_html(run: BenchRun) -> Path:
-    """The self-contained HTML report, beside the JSONL."""
-    with open(run.jsonl, encoding="utf-8") as fh:
-        _, _, records = parse_lines(fh)
-    path = Path(run.jsonl).with_suffix(".html")
-    path.write_text(render_html(run, [r for r in records if not r.warmup]), encoding="utf-8")
-    return path
-
-
-def write_csv(run: BenchRun) -> Path:
-    """One row per phase, beside the JSONL: the table a spreadsheet wants."""
-    path = Path(run.jsonl).with_suffix(".csv")
-    rows = [_csv_row(p, run.report.percentiles) for p in run.report.phases]
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["phase"])
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-def _csv_row(p: PhaseMetrics, percentiles: list[float]) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "phase": p.phase,
-        "mode": p.mode,
-        "concurrency": p.concurrency_target,
-        "request_rate": p.request_rate,
-        "requests": p.requests,
-        "completed": p.completed,
-        "failed": p.failed,
-        "prompt_tokens_mean": p.prompt_tokens.mean,
-        "prompt_tokens_source": p.prompt_tokens_source,
-        "request_throughput": p.request_throughput,
-        "output_throughput": p.output_throughput,
-        "achieved_concurrency": p.concurrency,
-        "goodput": p.goodput,
-        "client_limited": p.client.client_limited,
-    }
-    for name in ("ttft", "tpot", "itl_token", "e2e"):
-        d: Dist = getattr(p, name)
-        row[f"{name}_mean_ms"] = d.mean
-        for q in percentiles:
-            row[f"{name}_p{q:g}_ms"] = d.at(q)
-    return row
-
-
 def _ints(text: str | None) -> list[int] | None:
     if text is None:
         return None
@@ -440,56 +373,10 @@ def _ints(text: str | None) -> list[int] | None:
         fail(f"--concurrency {text!r}: give integers separated by commas, e.g. 1,4,16", EXIT_USAGE)
 
 
-def _cell(d: Dist, field: str = "p50") -> str:
-    value = getattr(d, field)
-    return "-" if value is None else f"{value:.1f}"
-
-
-def _table(run: BenchRun) -> Table:
-    table = Table(title=f"benchmark on {run.host} (load generator: {run.where})")
-    for name in (
-        "load",
-        "ok/n",
-        "prompt tok",
-        "TTFT p50/p99",
-        "TTFT sched p99",
-        "TPOT p50/p99",
-        "ITL p50",
-        "E2E p50/p99",
-        "req/s",
-        "out tok/s",
-        "conc",
-        "goodput",
-    ):
-        table.add_column(name, justify="right")
-    for p in run.report.phases:
-        load = f"c={p.concurrency_target}" if p.mode == "closed" else f"r={p.request_rate:g}"
-        good = "-" if p.goodput is None else f"{p.goodput:.2f}"
-        table.add_row(
-            load,
-            f"{p.completed}/{p.requests}",
-            _prompt_cell(p),
-            f"{_cell(p.ttft)}/{_cell(p.ttft, 'p99')}",
-            _cell(p.ttft_from_sched, "p99"),
-            f"{_cell(p.tpot)}/{_cell(p.tpot, 'p99')}",
-            _cell(p.itl_chunk),
-            f"{_cell(p.e2e)}/{_cell(p.e2e, 'p99')}",
-            f"{p.request_throughput:.2f}",
-            f"{p.output_throughput:.1f}",
-            f"{p.concurrency:.2f}",
-            good,
-        )
-    return table
-
-
 def _plot_module(required: bool) -> Any:
     """matplotlib's pyplot, checked before the run so a missing extra costs no benchmark."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         if required:
             fail(
                 "--plot needs matplotlib, which is not installed: pip install 'sleuth[plot]' "
@@ -500,40 +387,11 @@ def _plot_module(required: bool) -> Any:
             "note: matplotlib is not installed, so the sweep's plot is skipped "
             "(pip install 'sleuth[plot]')"
         )
-        return None
     return plt
 
 
-def _prompt_cell(p: PhaseMetrics) -> str:
-    """Mean prompt tokens, marked when they are the client's word count, not the server's."""
-    if p.prompt_tokens.mean is None:
-        return "-"
-    mark = {"server": "", "client tokenizer": " (tok)", "words": " (words)"}
-    return f"{p.prompt_tokens.mean:.0f}{mark[p.prompt_tokens_source]}"
-
-
 def _maybe_plot(run: BenchRun, plot: Path | None) -> Path | None:
-    closed = [p for p in run.report.phases if p.mode == "closed"]
-    if len(closed) < 2 and plot is None:
+    if not wants_plot(run, plot):
         return None
     plt = _plot_module(required=False)
-    if plt is None:
-        return None
-    target = plot or Path(run.jsonl).with_suffix(".png")
-    xs = [p.concurrency_target for p in closed]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    metrics: list[tuple[str, str]] = [("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E")]
-    for ax, (key, title) in zip(axes, metrics, strict=True):
-        for field in ("p50", "p90", "p99"):
-            ys: list[Any] = [getattr(getattr(p, key), field) for p in closed]
-            ax.plot(xs, ys, marker="o", label=field)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("concurrency")
-        ax.set_ylabel("ms")
-        ax.set_title(title)
-        ax.legend()
-    fig.suptitle(f"{run.host}: latency percentiles vs concurrency")
-    fig.tight_layout()
-    fig.savefig(target, dpi=100)
-    plt.close(fig)
-    return target
+    return None if plt is None else draw(run, plt, plot)

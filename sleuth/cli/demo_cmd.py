@@ -13,7 +13,7 @@ from rich.markup import escape
 from sleuth.agent.loop import RunResult
 from sleuth.agent.playbook.brain import PlaybookBrain
 from sleuth.agent.protocols import Quiet
-from sleuth.agent.replay import replay
+from sleuth.agent.replay.run import replay
 from sleuth.agent.session import start_investigation
 from sleuth.agent.view import LiveView, findings_table
 from sleuth.cli.common import (

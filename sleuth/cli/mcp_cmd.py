@@ -10,7 +10,8 @@ import typer
 
 from sleuth.cli.common import EXIT_USAGE, ConfigOption, err_console, fail, settings_or_exit
 from sleuth.config import ConfigError
-from sleuth.mcp.server import ServeState, build_server
+from sleuth.mcp.server import build_server
+from sleuth.mcp.state import ServeState
 from sleuth.mcp.transport import (
     TOKEN_ENV,
     BindError,

@@ -12,8 +12,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from sleuth.agent.protocols import BrainError, Quiet
-from sleuth.agent.replay import ReplayError, ReplayResult, read_recording, replay
-from sleuth.agent.resume import ResumeError, resume_investigation
+from sleuth.agent.replay.compare import ReplayResult
+from sleuth.agent.replay.recorded import Recorded, ReplayError, replayable
+from sleuth.agent.replay.resume import ResumeError, resumable, resume_investigation
+from sleuth.agent.replay.run import replay
 from sleuth.agent.view import LiveView
 from sleuth.cli.ask_cmd import EXIT_FOR_STATUS, show
 from sleuth.cli.common import (
@@ -44,7 +46,7 @@ AcceptKeyOption = typer.Option(
 
 
 def _context(
-    path: Path,
+    recorded: Recorded,
     settings: Settings,
     yes: bool,
     interactive: bool,
@@ -52,13 +54,11 @@ def _context(
     pause: Pause = nullcontext,
 ) -> ToolContext:
     """Today's hosts, by the names the recording used."""
+    names = [h.name for h in recorded.recording.start.hosts if h.name != LOCAL]
     try:
-        names = [h.name for h in read_recording(path).start.hosts if h.name != LOCAL]
         return build_context(
             settings, names, approver=approver(yes, interactive, pause), accept_new_host_key=accept
         )
-    except (ReplayError, TranscriptError) as exc:
-        fail(str(exc))
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
 
@@ -79,13 +79,17 @@ def replay_cmd(
     each finding that no longer holds is reported.
     Example: sleuth replay transcripts/20261129T093012Z-ab12.jsonl --live
     """
+    try:
+        recorded = replayable(transcript)
+    except (ReplayError, TranscriptError) as exc:
+        fail(str(exc))
     ctx = None
     if live:
-        ctx = _context(transcript, settings_or_exit(config), False, False, accept_new_host_key)
+        ctx = _context(recorded, settings_or_exit(config), False, False, accept_new_host_key)
     try:
         # An MCP session has no model turns: its recorded calls are what replays.
-        run = replay_session if is_mcp_session(transcript) else replay
-        result = run(transcript, live_ctx=ctx)
+        run = replay_session if is_mcp_session(recorded) else replay
+        result = run(recorded, live_ctx=ctx)
     except (ReplayError, TranscriptError) as exc:
         fail(str(exc))
     finally:
@@ -160,12 +164,16 @@ def resume_cmd(
     Example: sleuth resume transcripts/20261129T093012Z-ab12.jsonl
     """
     settings = settings_or_exit(config)
+    try:
+        recorded = resumable(transcript)
+    except (ResumeError, TranscriptError) as exc:
+        fail(str(exc))
     interactive = sys.stdin.isatty() and not as_json
     view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
     pause = view.paused if isinstance(view, LiveView) else nullcontext
-    ctx = _context(transcript, settings, yes, interactive, accept_new_host_key, pause)
+    ctx = _context(recorded, settings, yes, interactive, accept_new_host_key, pause)
     try:
-        inv = resume_investigation(transcript, ctx, settings, observer=view)
+        inv = resume_investigation(recorded, ctx, settings, observer=view)
         with view:
             result = inv.run()
     except (ResumeError, TranscriptError) as exc:

@@ -25,7 +25,7 @@ from sleuth.cli.common import (
 from sleuth.config import ConfigError
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.tools.registry import execute
-from sleuth.tools.serving.serving_tools import stop_command
+from sleuth.tools.serving.stop import stop_command
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.from_thread
 import mcp_types as types
@@ -19,13 +19,11 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from sleuth.mcp.state import ServeState
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver
 from sleuth.tools.registry import all_tools
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import redact
-
-if TYPE_CHECKING:
-    from sleuth.mcp.server import ServeState
 
 BY = "elicitation"
 INPUT_KEY = "approval"

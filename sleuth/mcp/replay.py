@@ -9,8 +9,8 @@ Offline, each recorded output is fed back in order and every report_finding is c
 by the same grounding check: each must get the answer it got and the same findings must come,
 or the first difference is the `Divergence`. Live, each tool call runs again and its output is
 compared with the recording, and each recorded finding's quotes are checked against today's
-outputs. The result is agent/replay.py's `ReplayResult`, so `sleuth replay` reports it the
-same way.
+outputs. The result is agent/replay/compare.py's `ReplayResult`, so `sleuth replay` reports it
+the same way.
 """
 
 from __future__ import annotations
@@ -19,44 +19,34 @@ import time
 from pathlib import Path
 
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder
-from sleuth.agent.replay import (  # the one recheck and diff a replay uses (agent/replay.py)
+from sleuth.agent.replay.compare import (
     CallDrift,
     Divergence,
-    ReplayError,
     ReplayResult,
-    _diff,
-    _recheck,
+    capped_diff,
+    recheck_findings,
+    report_changed,
 )
+from sleuth.agent.replay.recorded import Recorded, replayable
 from sleuth.mcp.session import BRAIN
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import execute
-from sleuth.transcripts.events import (
-    Finding,
-    FindingEvent,
-    SessionEnded,
-    SessionStarted,
-    ToolExecuted,
-)
+from sleuth.transcripts.events import Finding, FindingEvent, SessionEnded, ToolExecuted
 from sleuth.transcripts.redact import redact
-from sleuth.transcripts.store import load
-from sleuth.transcripts.verify import not_verified, verify
 
 
-def is_mcp_session(path: Path) -> bool:
-    """Whether the transcript at `path` records a `sleuth mcp` session."""
-    events = load(path).events
-    return bool(events) and isinstance(events[0], SessionStarted) and events[0].brain == BRAIN
+def is_mcp_session(recorded: Recorded) -> bool:
+    """Whether the transcript records a `sleuth mcp` session."""
+    return recorded.recording.start.brain == BRAIN
 
 
-def replay_session(path: Path | str, *, live_ctx: ToolContext | None = None) -> ReplayResult:
-    path = Path(path)
+def replay_session(
+    source: Path | str | Recorded, *, live_ctx: ToolContext | None = None
+) -> ReplayResult:
+    """Replay the MCP session at `source` (a path, or one `replayable` already read)."""
     began = time.monotonic()
-    banner = not_verified(verify(path))
-    if banner is not None:
-        raise ReplayError(f"{path}: {banner} A replay of an edited transcript proves nothing.")
-    events = load(path).events
-    if not events or not isinstance(events[0], SessionStarted):
-        raise ReplayError(f"{path} has no session_started event; it cannot be replayed")
+    read = replayable(source)
+    path, events = read.path, read.events
     recorded = [e.finding for e in events if isinstance(e, FindingEvent)]
     ended = next((e.status for e in events if isinstance(e, SessionEnded)), None)
     grounder = Grounder()
@@ -71,7 +61,7 @@ def replay_session(path: Path | str, *, live_ctx: ToolContext | None = None) -> 
             outcome = grounder.report(call.call_id, call.input, returned + 1)
             findings += [outcome.finding] if outcome.finding else []
             if live_ctx is None and outcome.feedback != call.output and divergence is None:
-                divergence = _report_changed(step, call, outcome.feedback)
+                divergence = report_changed(step, call.call_id, call.output, outcome.feedback)
             continue
         output, ok = call.output, call.ok
         if live_ctx is not None:
@@ -86,7 +76,7 @@ def replay_session(path: Path | str, *, live_ctx: ToolContext | None = None) -> 
                     same=output == call.output,
                     recorded_ok=call.ok,
                     ok=result.ok,
-                    diff=_diff(call.output, output, "recorded", "today"),
+                    diff=capped_diff(call.output, output, "recorded", "today"),
                 )
             )
         returned += 1
@@ -115,20 +105,6 @@ def replay_session(path: Path | str, *, live_ctx: ToolContext | None = None) -> 
         recorded_findings=recorded,
         divergence=divergence,
         calls=drift,
-        finding_drift=_recheck(recorded, today) if live_ctx is not None else [],
+        finding_drift=recheck_findings(recorded, today) if live_ctx is not None else [],
         wall_s=time.monotonic() - began,
-    )
-
-
-def _report_changed(step: int, call: ToolExecuted, feedback: str) -> Divergence:
-    return Divergence(
-        kind="report",
-        step=step,
-        call_id=call.call_id,
-        tool=call.tool,
-        expected=call.output,
-        actual=feedback,
-        diff=_diff(call.output, feedback, "recorded", "replayed"),
-        message="report_finding got a different answer from the grounding check than it got "
-        "when recorded",
     )

@@ -14,12 +14,9 @@ reason and the fix; the protocol itself only fails for what is not a tool call a
 
 from __future__ import annotations
 
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from importlib import metadata
-from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -30,12 +27,10 @@ from mcp.shared.exceptions import MCPError
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.findings import REPORT_FINDING
 from sleuth.agent.session import tool_specs
-from sleuth.config import Settings
 from sleuth.mcp import resources
 from sleuth.mcp.approval import approver_for_call, pending_approval
-from sleuth.mcp.session import CallOutcome, ClientInfo, McpSession
-from sleuth.tools.approval import Approver
-from sleuth.tools.context import ToolContext
+from sleuth.mcp.session import CallOutcome, ClientInfo
+from sleuth.mcp.state import ServeState
 from sleuth.transcripts.events import Finding
 
 FINDING_SCHEMA = Finding.model_json_schema()
@@ -43,37 +38,6 @@ CALL_ID_META = "sleuth/call_id"
 """The `_meta` key of a tool result that names its call id (also said in a text block)."""
 PROCESS_SESSION = "process"
 """The one session of a stdio server, and of stateless HTTP requests (no Mcp-Session-Id)."""
-
-
-@dataclass
-class ServeState:
-    """What every MCP session of this process shares: the hosts, the rules, the folder."""
-
-    ctx: ToolContext
-    transcripts: Path
-    settings: Settings
-    fallback: Approver | None = None
-    """Decides a mutating call when the client cannot be asked; None keeps the context's."""
-    sessions: dict[str, McpSession] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def session(self, key: str, client: ClientInfo) -> McpSession:
-        with self._lock:
-            found = self.sessions.get(key)
-            if found is None:
-                found = McpSession.open(self.ctx, self.transcripts, client)
-                self.sessions[key] = found
-            return found
-
-    def end(self, key: str) -> None:
-        with self._lock:
-            session = self.sessions.pop(key, None)
-        if session is not None:
-            session.end()
-
-    def end_all(self) -> None:
-        for key in list(self.sessions):
-            self.end(key)
 
 
 def build_server(state: ServeState) -> Server[ServeState]:

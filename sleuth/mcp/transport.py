@@ -21,7 +21,7 @@ import uvicorn
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
-from sleuth.mcp.server import ServeState
+from sleuth.mcp.state import ServeState
 
 TOKEN_ENV = "SLEUTH_MCP_TOKEN"
 MCP_PATH = "/mcp"

@@ -39,9 +39,12 @@ TOOL_MODULES = (
     "sleuth.tools.checkpoints.checkpoint_tools",
     "sleuth.tools.capacity.capacity_plan",
     "sleuth.tools.environment.env_tools",
-    "sleuth.tools.serving.serving_tools",
+    "sleuth.tools.serving.launch",
+    "sleuth.tools.serving.status",
+    "sleuth.tools.serving.stop",
     "sleuth.tools.serving.diagnose_log",
     "sleuth.tools.bench.run_benchmark",
+    "sleuth.tools.bench.compare_benchmarks",
 )
 
 

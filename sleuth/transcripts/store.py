@@ -113,6 +113,11 @@ def load(path: Path) -> LoadedTranscript:
         data = path.read_bytes()
     except OSError as exc:
         raise TranscriptError(f"cannot read transcript {path}: {_reason(exc)}") from exc
+    return load_data(path, data)
+
+
+def load_data(path: Path, data: bytes) -> LoadedTranscript:
+    """`load` of bytes already read from `path` (named in errors), so one read can serve more."""
     raw = split_lines(data)
     events = [_parse_line(path, number, line) for number, line in enumerate(raw.lines, start=1)]
     return LoadedTranscript(path, events, _describe_torn(raw.torn_tail))
@@ -166,15 +171,16 @@ class TranscriptWriter:
         return cls(path, 0, "")
 
     @classmethod
-    def reopen(cls, path: Path) -> TranscriptWriter:
-        """Continue an existing transcript's chain (for resume).
+    def reopen(cls, path: Path, loaded: LoadedTranscript | None = None) -> TranscriptWriter:
+        """Continue an existing transcript's chain (for resume); `loaded` is the file as the
+        caller already read it, so it is not read again.
 
         A torn last line is cut off first: the valid prefix is written to a
         temporary file and renamed over the original, whose full bytes are
         kept beside it as `<name>.torn`.
         """
         path = Path(path)
-        loaded = load(path)
+        loaded = load(path) if loaded is None else loaded
         if loaded.torn_tail is not None:
             _drop_torn_tail(path)
         if not loaded.events:

@@ -20,7 +20,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from sleuth.transcripts.events import KNOWN_SCHEMA_VERSIONS, parse_event
-from sleuth.transcripts.store import TranscriptError, event_hash, split_lines
+from sleuth.transcripts.store import (
+    LoadedTranscript,
+    TranscriptError,
+    event_hash,
+    load_data,
+    split_lines,
+)
 
 ProblemKind = Literal["json", "schema", "seq", "chain", "hash", "start"]
 
@@ -166,10 +172,26 @@ def verify(path: Path) -> VerifyReport:
     Raises TranscriptError only when the file cannot be read.
     """
     path = Path(path)
+    return _verify_data(path, _read(path))
+
+
+def load_verified(path: Path) -> tuple[VerifyReport, LoadedTranscript | None]:
+    """One read of the file for both: its verification, and its events when it verifies
+    (None when it does not: an edited trail is not to be read as if it were the record)."""
+    path = Path(path)
+    data = _read(path)
+    report = _verify_data(path, data)
+    return report, (load_data(path, data) if report.ok else None)
+
+
+def _read(path: Path) -> bytes:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+
+
+def _verify_data(path: Path, data: bytes) -> VerifyReport:
     raw = split_lines(data)
     chain = _Chain()
     problems: list[Problem] = []

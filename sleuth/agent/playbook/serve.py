@@ -8,7 +8,7 @@ import re
 from sleuth.agent.playbook.plan import Family, Plan, Question, Report, summary_text
 from sleuth.agent.playbook.serving import phase_line, serve_and_bench
 from sleuth.agent.playbook.speculative import SPECULATIVE_WORDS, plan_speculative_ab
-from sleuth.tools.bench.run_benchmark import BenchRun
+from sleuth.tools.bench.models import BenchRun
 
 
 def plan_serve(q: Question) -> Plan:

@@ -6,7 +6,7 @@ from collections.abc import Generator
 from typing import Any
 
 from sleuth.agent.playbook.plan import Call, Question, Report, Result, Step
-from sleuth.tools.bench.run_benchmark import BenchRun
+from sleuth.tools.bench.models import BenchRun
 
 
 def serve_and_bench(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sleuth.agent.playbook.plan import Call, Plan, Question, Report, summary_text
 from sleuth.agent.playbook.serving import phase_line, serve_and_bench
 from sleuth.tools.bench.compare import CompareReport, MetricDiff
-from sleuth.tools.bench.run_benchmark import BenchRun
+from sleuth.tools.bench.models import BenchRun
 
 SPECULATIVE_WORDS = ("speculative", "mtp", "nextn", "draft", "eagle")
 

@@ -726,18 +726,26 @@ METRIC_PREFIXES = (
 prefix-cache hits, queue time, preemptions (vLLM) and retractions (SGLang)."""
 
 
+def metric_totals(text: str, prefixes: tuple[str, ...]) -> dict[str, float]:
+    """Prometheus text (a server's /metrics): for each series whose name starts with one of
+    `prefixes`, the sum of its samples over all labels; per-position series are left out.
+    Sleuth's server_status reads vLLM's /metrics with it too: one parser for both."""
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(prefixes) and "per_pos" not in line:
+            name, _, value = line.rpartition(" ")
+            key = name.split("{", 1)[0]
+            try:
+                totals[key] = totals.get(key, 0.0) + float(value)
+            except ValueError:
+                continue
+    return totals
+
+
 def _spec_fields(path: str, text: str) -> dict[str, float]:
-    fields: dict[str, float] = {}
     if path == "/metrics":
-        for line in text.splitlines():
-            if line.startswith(METRIC_PREFIXES) and "per_pos" not in line:
-                name, _, value = line.rpartition(" ")
-                key = name.split("{", 1)[0]
-                try:
-                    fields[key] = fields.get(key, 0.0) + float(value)
-                except ValueError:
-                    continue
-        return fields
+        return metric_totals(text, METRIC_PREFIXES)
+    fields: dict[str, float] = {}
     states = json.loads(text).get("internal_states") or [{}]
     for key, value in (states[0] or {}).items():
         if "spec" in key and isinstance(value, (int, float)):

@@ -21,15 +21,8 @@ from typing import Literal, TypeGuard
 
 from pydantic import BaseModel, Field
 
-from sleuth.tools.bench.metrics import (
-    ClientLimits,
-    RequestRecord,
-    client_health,
-    gaps,
-    parse_lines,
-    percentile,
-    tpot,
-)
+from sleuth.tools.bench.metrics import client_health, gaps, parse_lines, percentile, tpot
+from sleuth.tools.bench.models import ClientLimits, RequestRecord
 
 SCHEMA_VERSION = 1
 MIN_EFFECT = 0.03

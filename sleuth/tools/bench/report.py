@@ -14,8 +14,8 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from sleuth.tools.bench.metrics import Dist, PhaseMetrics, RequestRecord
-from sleuth.tools.bench.run_benchmark import BenchRun, warnings
+from sleuth.tools.bench.models import BenchRun, Dist, PhaseMetrics, RequestRecord
+from sleuth.tools.bench.render import warnings
 
 W, H, PAD = 460, 260, 44
 COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")

@@ -10,26 +10,23 @@ through an SSH port forward when the host is remote, and records the round trip.
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from sleuth.errors import ErrorKind
 from sleuth.hosts.host import LocalHost, read_whole
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import SECRET_RUNNER, program, with_secrets
-from sleuth.tools.bench.compare import CompareError, compare
-from sleuth.tools.bench.metrics import BenchReport, Dist, Slo, dist, summarise
+from sleuth.tools.bench.metrics import summarise
+from sleuth.tools.bench.models import BenchRun, Dist, Slo
+from sleuth.tools.bench.port_forward import reach
+from sleuth.tools.bench.render import render_text
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import ToolError, ToolResult
@@ -191,18 +188,6 @@ class RunBenchmarkInput(ToolInput):
         return Slo(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms, e2e_ms=self.slo_e2e_ms)
 
 
-class BenchRun(BaseModel):
-    """What run_benchmark returns as data."""
-
-    host: str
-    where: Literal["remote", "local"]
-    jsonl: str
-    """The raw per-request records, saved on this machine."""
-    round_trip_ms: Dist | None = None
-    """where=local through a port forward: HTTP round trips of a tiny request."""
-    report: BenchReport
-
-
 def loadgen_args(
     args: RunBenchmarkInput, url: str, out: str | None, roots: list[str] | None = None
 ) -> list[str]:
@@ -350,7 +335,7 @@ def _run_local(
     roots = host.real_roots if args.tokenizer else None
     with (
         tempfile.TemporaryDirectory(prefix="sleuth-bench-") as tmp,
-        _reach(host, args) as (url, rtt),
+        reach(host, args.endpoint, args.port) as (url, rtt),
     ):
         out = str(Path(tmp) / "run.jsonl")
         head = ["-c", SECRET_RUNNER] if secrets else ["-"]
@@ -359,107 +344,6 @@ def _run_local(
         result = local.run(argv, stdin=stdin, timeout=args.timeout_s, max_bytes=64_000)
         _check(result.exit_code, result.timed_out, result.stderr, "local", argv[0], args)
         return Path(out).read_bytes(), argv, rtt
-
-
-@contextmanager
-def _reach(host: SandboxedHost, args: RunBenchmarkInput) -> Iterator[tuple[str, Dist | None]]:
-    """A URL on this machine for the host's server: direct when local, else forwarded."""
-    if isinstance(host.host, LocalHost):
-        yield args.endpoint, None
-        return
-    transport = _ssh_transport(host)
-    with PortForward(transport, args.port) as local_port:
-        url = f"http://127.0.0.1:{local_port}"
-        try:
-            rtt = round_trips(url)
-        except OSError as exc:
-            raise ToolError(
-                f"nothing answered at {args.endpoint} on host {host.name!r} through the SSH "
-                f"forward ({exc}); is the server running there?"
-            ) from exc
-        yield url, rtt
-
-
-def _ssh_transport(host: SandboxedHost) -> Any:
-    transport = host.host.transport()
-    if transport is None:
-        raise ToolError(
-            f"host {host.name!r} is not an SSH host, so where='local' cannot forward a port "
-            "to it; use where='remote'",
-            ErrorKind.INVALID_INPUT,
-        )
-    return transport
-
-
-class PortForward:
-    """A local listening socket whose connections are tunnelled to host:127.0.0.1:port."""
-
-    def __init__(self, transport: Any, remote_port: int) -> None:
-        self.transport, self.remote_port = transport, remote_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.closing = threading.Event()
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-
-    def __enter__(self) -> int:
-        self.thread.start()
-        port: int = self.listener.getsockname()[1]
-        return port
-
-    def __exit__(self, *exc: object) -> None:
-        self.closing.set()
-        self.thread.join(timeout=2)
-        self.listener.close()
-
-    def _accept(self) -> None:
-        while not self.closing.is_set():
-            try:
-                conn, peer = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            try:
-                channel = self.transport.open_channel(
-                    "direct-tcpip", ("127.0.0.1", self.remote_port), peer, timeout=10
-                )
-            except Exception:  # the host refused the forward: drop this connection only
-                conn.close()
-                continue
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for src, dst in ((conn, channel), (channel, conn)):
-                threading.Thread(target=_pump, args=(src, dst), daemon=True).start()
-
-
-def _pump(src: Any, dst: Any) -> None:
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for end in (src, dst):
-            with suppress(OSError):
-                end.close()
-
-
-def round_trips(url: str, count: int = 5) -> Dist:
-    """HTTP round trips of GET /v1/models through `url`, one connection reused."""
-    parts = urlsplit(url)
-    times = []
-    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), 10) as s:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reader = s.makefile("rb")
-        for _ in range(count):
-            start = time.perf_counter()
-            s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
-            length = 0
-            while (line := reader.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            reader.read(length)
-            times.append(time.perf_counter() - start)
-    return dist(times)
 
 
 def _check(
@@ -507,109 +391,3 @@ def _save(raw: bytes, folder: Path, host: str) -> Path:
     path = folder / f"bench-{stamp}-{host}.jsonl"
     path.write_bytes(raw)
     return path.resolve()
-
-
-def _fmt(d: Dist, field: str = "p50") -> str:
-    value = getattr(d, field)
-    return "-" if value is None else f"{value:.1f}"
-
-
-def render_text(run: BenchRun) -> str:
-    """A compact table for the model: one line per phase, then warnings."""
-    lines = [f"benchmark on {run.host} (load generator {run.where}); records: {run.jsonl}"]
-    if run.round_trip_ms and run.round_trip_ms.p50 is not None:
-        lines.append(f"round trip through the port forward: p50 {run.round_trip_ms.p50:.2f} ms")
-    lines.append(
-        "phase load  ok/n  prompt-tok  ttft p50/p99  ttft-sched p99  tpot p50/p99  itl p50  "
-        "e2e p50/p99  req/s  out tok/s  conc  goodput"
-    )
-    for p in run.report.phases:
-        load = f"c={p.concurrency_target}" if p.mode == "closed" else f"r={p.request_rate:g}"
-        good = "-" if p.goodput is None else f"{p.goodput:.2f}"
-        lines.append(
-            f"{p.phase:>5} {load:<5} {p.completed}/{p.requests}  {_fmt(p.prompt_tokens, 'mean')}"
-            f"({p.prompt_tokens_source})  {_fmt(p.ttft)}/"
-            f"{_fmt(p.ttft, 'p99')}  {_fmt(p.ttft_from_sched, 'p99')}  {_fmt(p.tpot)}/"
-            f"{_fmt(p.tpot, 'p99')}  {_fmt(p.itl_chunk)}  {_fmt(p.e2e)}/{_fmt(p.e2e, 'p99')}  "
-            f"{p.request_throughput:.2f}  {p.output_throughput:.1f}  {p.concurrency:.2f}  {good}"
-        )
-    lines.extend(warnings(run.report))
-    return "\n".join(lines)
-
-
-def warnings(report: BenchReport) -> list[str]:
-    out = []
-    for p in report.phases:
-        # With no request answered, the client's own load says nothing about the server.
-        if p.client.client_limited and p.completed:
-            out.append(
-                f"phase {p.phase}: CLIENT-LIMITED, figures understate the server: "
-                + "; ".join(p.client.reasons)
-            )
-        if p.failed:
-            out.append(f"phase {p.phase}: {p.failed} failed requests: {p.errors}")
-        if p.output_len_mismatch_share:
-            out.append(
-                f"phase {p.phase}: {p.output_len_mismatch_share:.0%} of requests "
-                "returned a different number of tokens than requested"
-            )
-        if p.token_mismatches:
-            first = p.token_mismatches[0]
-            out.append(
-                f"phase {p.phase}: {len(p.token_mismatches)} requests whose usage "
-                f"count differs from the stream (e.g. usage {first.usage}, stream "
-                f"{first.stream}{', estimated' if first.estimated else ''}); "
-                "usage is used"
-            )
-        if p.spec is not None:
-            value = "-" if p.spec.accept_length is None else f"{p.spec.accept_length:.3f}"
-            out.append(
-                f"phase {p.phase}: speculative accept length this run {value} "
-                f"({p.spec.source}) {p.spec.note}".rstrip()
-            )
-    return out
-
-
-class CompareBenchmarksInput(ToolInput):
-    baseline: str = Field(description="Records of run A: the `jsonl` path run_benchmark returned.")
-    candidate: str = Field(description="Records of run B, to judge against A.")
-    factor: list[str] = Field(
-        default_factory=list,
-        description="Settings expected to differ between the runs (e.g. label, model).",
-    )
-
-
-@tool()
-def compare_benchmarks(ctx: ToolContext, args: CompareBenchmarksInput) -> ToolResult:
-    """Is run B different from run A? Compares two run_benchmark records per phase and metric
-    (TTFT, TPOT, ITL, E2E at p50 and p90): B's change with a 95% bootstrap interval over the
-    requests, called significant only when the interval excludes zero and the change is at
-    least 3%. Warns when the runs' settings differ in more than `factor` or a run was
-    client-limited. Reads only records that run_benchmark saved in this run's results folder.
-    """
-    paths = [_record(ctx, args.baseline), _record(ctx, args.candidate)]
-    try:
-        report = compare(paths[0], paths[1], factor=args.factor)
-    except CompareError as exc:
-        raise ToolError(str(exc)) from exc
-    lines = [f"B {paths[1].name} against A {paths[0].name}"]
-    for phase in report.phases:
-        lines += [f"phase {phase.phase} ({phase.load_a}): {m.sentence}" for m in phase.metrics]
-    lines += [f"warning: {w}" for w in report.warnings]
-    lines.append(f"summary: {report.summary}")
-    return ToolResult(ok=True, output="\n".join(lines), data=report.model_dump(mode="json"))
-
-
-def _record(ctx: ToolContext, given: str) -> Path:
-    folder = ctx.results_dir.resolve()
-    try:
-        path = (folder / given).resolve()  # an absolute `given` replaces the folder
-        found = path.parent == folder and path.suffix == ".jsonl" and path.is_file()
-    except (ValueError, OSError):  # a NUL byte, a name too long: not a record either
-        found = False
-    if not found:
-        raise ToolError(
-            f"{given!r} is not a benchmark record of this run; give the `jsonl` path that "
-            f"run_benchmark returned (a .jsonl file in {folder})"
-        )
-    return path

@@ -21,10 +21,8 @@ from pydantic import BaseModel, Field
 
 from sleuth.tools.serving.diagnose_facts import Engine, Facts, numbers_in_log, numbers_near
 from sleuth.tools.serving.diagnose_fixes import FIXES
-from sleuth.tools.serving.diagnose_lines import Line, frames, headline, parse, split_lines
+from sleuth.tools.serving.diagnose_lines import Line, frames, headline, parse
 from sleuth.tools.serving.diagnose_rules import RULES, Confidence, FailureKind, Rule
-
-__all__ = ["Diagnosis", "FailureKind", "diagnose", "render", "split_lines"]
 
 WINDOW = 80
 """Lines either side of a hit searched for its traceback (vLLM logs the message first)."""
@@ -77,7 +75,7 @@ _VLLM = re.compile(r"vllm|EngineCore|VllmWorker", re.IGNORECASE)
 def diagnose(
     lines: Sequence[str], *, exit_code: int | None = None, engine: Engine | None = None
 ) -> Diagnosis:
-    """Explain a failed launch from its log lines (as `split_lines` gives them)."""
+    """Explain a failed launch from its log lines (as diagnose_lines.split_lines gives them)."""
     parsed = parse(list(lines))
     engine = engine or detect_engine(parsed)
     for rule in RULES:

@@ -29,34 +29,40 @@ from sleuth.agent.findings import REPORT_FINDING, CallRecord
 from sleuth.agent.history import messages_from_events
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
-from sleuth.agent.replay import read_recording
+from sleuth.agent.replay.recorded import NotVerified, Recorded, read_recorded
 from sleuth.agent.session import describe_hosts, versions
 from sleuth.config import Budget, Settings
 from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import SessionStarted
 from sleuth.transcripts.recording import Recording
-from sleuth.transcripts.store import TranscriptWriter, load
-from sleuth.transcripts.verify import verify
+from sleuth.transcripts.store import TranscriptWriter
 
 
 class ResumeError(Exception):
     """The transcript cannot be continued; the message says why and what to do."""
 
 
-def check_resumable(path: Path) -> None:
-    """Raise ResumeError unless `path` verifies and has not ended."""
-    report = verify(path)
-    if report.problems:
-        first = report.problems[0]
+def resumable(source: Path | Recorded) -> Recorded:
+    """The transcript to continue, read once (or as already read); ResumeError unless it
+    verifies and has not ended."""
+    if isinstance(source, Recorded):
+        recorded = source
+    else:
+        path = Path(source)
+        try:
+            recorded = read_recorded(path)
+        except NotVerified as exc:
+            first = exc.report.problems[0]
+            raise ResumeError(
+                f"{path} fails verification at line {first.line} ({first.kind}: "
+                f"{first.message}); a tampered trail is not continued. See `sleuth verify {path}`."
+            ) from exc
+    if recorded.report.ended:
         raise ResumeError(
-            f"{path} fails verification at line {first.line} ({first.kind}: {first.message}); "
-            f"a tampered trail is not continued. See `sleuth verify {path}`."
+            f"{recorded.path} already ended (it has a session_ended event); there is nothing to "
+            f"resume. Run `sleuth ask` again for a new investigation."
         )
-    if report.ended:
-        raise ResumeError(
-            f"{path} already ended (it has a session_ended event); there is nothing to resume. "
-            f"Run `sleuth ask` again for a new investigation."
-        )
+    return recorded
 
 
 def brain_for(start: SessionStarted, env: Mapping[str, str] | None = None) -> Brain:
@@ -91,7 +97,7 @@ def brain_for(start: SessionStarted, env: Mapping[str, str] | None = None) -> Br
 
 
 def resume_investigation(
-    path: Path,
+    source: Path | Recorded,
     ctx: ToolContext,
     settings: Settings,
     *,
@@ -99,14 +105,13 @@ def resume_investigation(
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Investigation:
-    """An Investigation that goes on from the last complete turn of the transcript at `path`."""
-    path = Path(path)
-    check_resumable(path)
-    events = load(path).events
-    recording = read_recording(path, events)
+    """An Investigation that goes on from the last complete turn of the transcript at `source`
+    (a path, or one `resumable` already read)."""
+    recorded = resumable(source)
+    recording = recorded.recording
     start = recording.start
     brain = brain or brain_for(start, env)
-    writer = TranscriptWriter.reopen(path)
+    writer = TranscriptWriter.reopen(recorded.path, recorded.loaded)
     writer.append(
         start.model_copy(
             update={
@@ -114,7 +119,7 @@ def resume_investigation(
                 "brain": brain.name,
                 "model": brain.model,
                 "versions": versions(),
-                "resumed_from": str(path),
+                "resumed_from": str(recorded.path),
             }
         )
     )
@@ -124,7 +129,7 @@ def resume_investigation(
         writer=writer,
         system=system_prompt(),
         tools=start.tools,
-        messages=messages_from_events(events),
+        messages=messages_from_events(recorded.events),
         budget=_budget(start, settings),
         question=start.question,
         hosts=start.hosts,

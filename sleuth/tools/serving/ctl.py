@@ -1,0 +1,157 @@
+"""Calls to `server_ctl.py`, the program that does the serving work on the host.
+
+The program is sent over the connection and answers each command with one JSON object;
+`ctl(host, command, arg, Answer)` runs it and returns that answer as a typed model. It
+starts a server detached in its own process group with its log in
+/tmp/sleuth-servers/<server_id>/, probes its health on the host's loopback, and stops the
+group.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.results import ToolError
+
+SERVER_ID_PATTERN = r"^srv-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$"
+
+
+class CtlRefused(ToolError):
+    """server_ctl declined a request; `failure` names a launch-failure kind when it is one."""
+
+    def __init__(self, message: str, failure: str) -> None:
+        super().__init__(message)
+        self.failure = failure
+
+
+class ReadySpec(BaseModel):
+    """How a server shows it is ready: a URL on the host's loopback answering 200, a log
+    line, or both."""
+
+    url: str | None = None
+    log_line: str | None = None
+
+
+class ServerRecord(BaseModel):
+    """A server's record.json on the host (the fields Sleuth reads)."""
+
+    id: str
+    engine: str
+    pid: int
+    pgid: int
+    port: int
+    ready: ReadySpec
+    started_at: float
+    log: str
+    stopped_at: float | None = None
+
+
+class HttpAnswer(BaseModel):
+    """One GET on the host's loopback: a status and body, or the error that prevented it."""
+
+    status: int | None = None
+    body: str = ""
+    error: str | None = None
+
+
+class LogHit(BaseModel):
+    key: str
+    phrase: str
+    line: str
+
+
+class Started(BaseModel):
+    record: ServerRecord
+
+
+class Probe(BaseModel):
+    """One readiness poll: the process, the new log lines that matched, the health check."""
+
+    alive: bool
+    exit_code: int | None
+    now: float
+    started_at: float
+    scan_to: int
+    hits: list[LogHit]
+    tail: str
+    http: HttpAnswer | None = None
+
+
+class Status(BaseModel):
+    record: ServerRecord
+    alive: bool
+    exit_code: int | None
+    group: list[int]
+    now: float
+    ended_at: float | None
+    fetched: dict[str, HttpAnswer]
+    tail: str
+
+
+class Stopped(BaseModel):
+    record: ServerRecord
+    was_running: list[int]
+    """The group's live processes when the stop began (empty: nothing was running)."""
+    signals: list[str]
+    remaining: list[int]
+    waited_s: float
+
+
+class Listed(BaseModel):
+    record: ServerRecord
+    alive: bool
+    exit_code: int | None
+    ended_at: float | None
+
+
+class Listing(BaseModel):
+    servers: list[Listed]
+    now: float
+
+
+class LogText(BaseModel):
+    text: str
+    cut: bool
+    """The log is longer than `text`: only its end was read."""
+
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+def ctl(
+    host: SandboxedHost,
+    command: str,
+    arg: dict[str, Any],
+    answer: type[Answer],
+    timeout: float = 30.0,
+) -> Answer:
+    """Run one server_ctl command on the host and return its JSON answer as `answer`."""
+    # The argument (a launch's env among it) travels on stdin, never on the command line.
+    result = host.run_program(
+        "server_ctl.py",
+        [command],
+        secrets=arg,
+        timeout=timeout,
+        max_bytes=4 << 20,
+        retry=command not in ("start", "stop"),  # never start or stop a server twice
+    )
+    if result.timed_out:
+        raise ToolError(
+            f"server control ({command}) timed out after {timeout:.0f} s on host {host.name!r}"
+        )
+    lines = result.stdout.decode(errors="replace").strip().splitlines()
+    if result.exit_code != 0 or not lines:
+        err = result.stderr.decode(errors="replace").strip()[-2000:]
+        raise ToolError(
+            f"server control ({command}) failed on host {host.name!r} with exit code "
+            f"{result.exit_code}: {err or '(no output)'}. It needs {host.config.python!r} on "
+            f"the host; set `python` under [hosts.{host.name}] if it lives elsewhere"
+        )
+    out: dict[str, Any] = json.loads(lines[-1])
+    if "error" in out:
+        raise CtlRefused(str(out["error"]), str(out.get("kind", "other")))
+    return answer.model_validate(out)

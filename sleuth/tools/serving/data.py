@@ -1,0 +1,137 @@
+"""What the serving tools return as data: `ToolResult.data` is one of these, dumped.
+
+A reader of a result validates it back, e.g. `ServerStatus.model_validate(result.data)`.
+A part that is absent (a vLLM server has no SGLang server info) is left out of the data,
+not written as null.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
+
+from sleuth.tools.serving.diagnose import Diagnosis
+from sleuth.tools.serving.engines import VllmEntry
+
+
+class _Data(BaseModel):
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    """Fields left out of the data when None."""
+
+    @model_serializer(mode="wrap")
+    def _leave_out_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if k not in self.OPTIONAL or v is not None}
+
+
+class Milestone(BaseModel):
+    t_s: float
+    """Seconds after launch, to within one poll."""
+    name: str
+    line: str
+    """The log line that marks it."""
+
+
+class LaunchData(_Data):
+    """launch_server's data: the server, how its start went, and on failure why."""
+
+    OPTIONAL = ("entry_point", "diagnosis", "stopped")
+    server_id: str
+    ready: bool
+    outcome: Literal["ready", "failed", "exited", "timeout"]
+    engine: str
+    port: int
+    pid: int
+    pgid: int
+    argv: list[str]
+    env_names: list[str]
+    log: str
+    elapsed_s: float
+    milestones: list[Milestone]
+    failure_line: str | None
+    exit_code: int | None
+    host: str
+    entry_point: VllmEntry | None = None
+    """vLLM only: its console script, or the module form when the script cannot run."""
+    diagnosis: Diagnosis | None = None
+    stopped: str | None = None
+    """Not ready: what stopping its process group did."""
+
+
+class RefusedLaunch(BaseModel):
+    """launch_server's data when nothing was started (a port in use, no engine there)."""
+
+    ready: Literal[False] = False
+    outcome: Literal["refused"] = "refused"
+    argv: list[str]
+    diagnosis: Diagnosis
+
+
+class VllmMetrics(_Data):
+    """vLLM's /metrics lines on load, KV cache and speculative decoding; counters are
+    cumulative since launch."""
+
+    OPTIONAL = ("mean_accept_length_since_launch", "acceptance_rate_since_launch")
+    lines: list[str]
+    mean_accept_length_since_launch: float | None = None
+    acceptance_rate_since_launch: float | None = None
+
+
+class ServerStatus(_Data):
+    """server_status's data for one server."""
+
+    OPTIONAL = ("models", "server_info", "metrics")
+    server_id: str
+    engine: str
+    port: int
+    pid: int
+    alive: bool
+    exit_code: int | None
+    group: list[int]
+    """Live processes of its process group."""
+    uptime_s: float
+    stopped: bool
+    """stop_server stopped it."""
+    stopped_at: str | None
+    ended_at: str | None
+    log: str
+    tail: str
+    ready: bool | None
+    """The health check answered 200; None when there is none to ask."""
+    models: list[str] | str | None = None
+    """/v1/models' ids, or why they could not be read."""
+    server_info: dict[str, Any] | None = None
+    """SGLang: the parts of /get_server_info about the run and speculative decoding."""
+    metrics: VllmMetrics | None = None
+
+
+class ServerSummary(BaseModel):
+    """One server in server_status's list."""
+
+    server_id: str
+    engine: str
+    port: int
+    alive: bool
+    exit_code: int | None
+    uptime_s: float
+    stopped: bool
+    started_at: str | None
+    stop_command: str
+    """What a person runs to stop it."""
+
+
+class ServerList(BaseModel):
+    servers: list[ServerSummary]
+
+
+class StopData(BaseModel):
+    """stop_server's data."""
+
+    server_id: str
+    was_running: list[int]
+    """The process group's live processes when the stop began."""
+    signals: list[str]
+    remaining: list[int]
+    gone: bool
+    waited_s: float
