@@ -43,6 +43,7 @@ TOOL_MODULES = (
     "sleuth.tools.serving.status",
     "sleuth.tools.serving.stop",
     "sleuth.tools.serving.diagnose_log",
+    "sleuth.tools.serving.preflight",
     "sleuth.tools.bench.run_benchmark",
     "sleuth.tools.bench.compare_benchmarks",
 )

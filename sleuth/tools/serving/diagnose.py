@@ -96,7 +96,7 @@ def render(d: Diagnosis) -> list[str]:
         lines.append("confidence: low (the best reading of the log, not a stated cause)")
     lines.append(f"fix: {d.fix}")
     if d.evidence:
-        lines += ["evidence (from the log):", *(f"  {line}" for line in d.evidence)]
+        lines += ["evidence:", *(f"  {line}" for line in d.evidence)]
     if d.candidates:
         lines += ["other lines that may state the cause:", *(f"  {c}" for c in d.candidates)]
     return lines
