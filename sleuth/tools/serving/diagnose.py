@@ -93,7 +93,7 @@ def render(d: Diagnosis) -> list[str]:
     """The diagnosis as the lines a person or a model reads."""
     lines = [f"diagnosis: {d.kind}: {d.headline}"]
     if d.confidence == "low":
-        lines.append("confidence: low (the best reading of the log, not a stated cause)")
+        lines.append("confidence: low (a likely reading, not a stated cause)")
     lines.append(f"fix: {d.fix}")
     if d.evidence:
         lines += ["evidence:", *(f"  {line}" for line in d.evidence)]

@@ -1,8 +1,9 @@
 """launch_server: start an inference server on a host and wait until it is ready or failed.
 
-The command line comes from `launch_input`, the wait from `readiness`; a failed launch is
-explained by `diagnose` (kind, headline, evidence, fix) under `data.diagnosis`, and its
-process group is stopped.
+Preflight runs first: a launch its checks show would fail is refused with their diagnosis,
+and nothing starts. The command line comes from `launch_input`, the wait from `readiness`;
+a failed launch is explained by `diagnose` (kind, headline, evidence, fix) under
+`data.diagnosis`, and its processes are stopped.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sleuth.tools.serving.launch_input import (
     command_line,
     ready_spec,
 )
+from sleuth.tools.serving.preflight import PreflightReport, run_preflight
 from sleuth.tools.serving.readiness import Watch, wait_ready
 from sleuth.tools.serving.stop import stop_quietly
 
@@ -61,13 +63,16 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     on failure. Loading a large model can take many minutes; set timeout_s accordingly.
     """
     host = ctx.host(args.host)
+    checked = run_preflight(ctx, args) if args.preflight else None
     argv, engine, entry = command_line(host, args)
     ready = ready_spec(args)
     env = checked_env(args.env)
     # A custom command's port is the one its ready_url names, when it names one.
     port = (urlsplit(ready.url).port if ready.url else None) or args.port
+    if checked is not None and checked.blocked and checked.diagnosis is not None:
+        return _refused(checked.diagnosis, argv, checked)
     if isinstance(entry, Diagnosis):
-        return _refused(entry, argv)
+        return _refused(entry, argv, checked)
     server_id = new_server_id()
     start = {"id": server_id, "engine": engine, "argv": argv, "env": env, "port": port}
     try:
@@ -75,7 +80,7 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     except CtlRefused as exc:
         if exc.failure != "port_in_use":
             raise
-        return _refused(_port_in_use(str(exc)), argv)
+        return _refused(_port_in_use(str(exc)), argv, checked)
     try:
         watch = wait_ready(host, server_id, engine, ready, args.timeout_s, args.poll_s)
     except Exception as exc:
@@ -83,7 +88,9 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
         raise ToolError(
             f"lost track of server {server_id} while waiting for it ({exc}); {stopped}"
         ) from exc
-    launched = Launched(host.name, server_id, engine, port, started.record, argv, env, entry)
+    launched = Launched(
+        host.name, server_id, engine, port, started.record, argv, env, entry, checked
+    )
     return _result(ctx, host, launched, watch)
 
 
@@ -103,6 +110,7 @@ class Launched:
     argv: list[str]
     env: dict[str, str]
     entry: VllmEntry | None
+    preflight: PreflightReport | None
 
     def scrub(self, text: str) -> str:
         """Replace the launch's secret environment values in server output (a server may
@@ -141,16 +149,29 @@ def _diagnose_log(host: SandboxedHost, launched: Launched, watch: Watch) -> Diag
     return diagnose(lines, exit_code=watch.exit_code)
 
 
-def _refused(diagnosis: Diagnosis, argv: list[str]) -> ToolResult:
+def _refused(diagnosis: Diagnosis, argv: list[str], checked: PreflightReport | None) -> ToolResult:
     """A launch that never started: the same shape as a failed one, with its diagnosis."""
     lines = ["the server was not started: " + diagnosis.headline, *render(diagnosis)]
+    lines += _preflight_failures(checked)
+    data = RefusedLaunch(argv=argv, diagnosis=diagnosis, preflight=checked)
     return ToolResult(
         ok=False,
         output="\n".join(lines),
         error=lines[0],
-        data=RefusedLaunch(argv=argv, diagnosis=diagnosis).model_dump(mode="json"),
+        data=data.model_dump(mode="json"),
         argv=[argv],
     )
+
+
+def _preflight_failures(checked: PreflightReport | None) -> list[str]:
+    """Every failing preflight check, one line each (the launch's own or a refusal's)."""
+    failing = [c for c in checked.checks if c.status in ("fail", "warn")] if checked else []
+    if checked is None or not failing:
+        return []
+    return [
+        f"preflight ({checked.seconds:.1f} s) found:",
+        *(f"  {c.name} [{c.kind or c.status}, {c.confidence}]: {c.detail}" for c in failing),
+    ]
 
 
 def _port_in_use(message: str) -> Diagnosis:
@@ -189,6 +210,7 @@ def _launch_data(
         entry_point=launched.entry,
         diagnosis=diagnosis,
         stopped=stopped,
+        preflight=launched.preflight,
     )
 
 
@@ -199,6 +221,7 @@ def _summary(
     lines = _head(launched, watch)
     if launched.entry == "module":
         lines.insert(2, MODULE_NOTE)
+    lines[2:2] = _preflight_failures(launched.preflight)
     if diagnosis is not None:
         # The first line (the error a terminal shows) states the cause, not the log's
         # first failure line, which is often "Traceback (most recent call last):".

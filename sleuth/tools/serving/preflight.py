@@ -22,7 +22,7 @@ from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import tool
 from sleuth.tools.results import ToolResult, cap_output
 from sleuth.tools.serving.diagnose import Diagnosis, render
-from sleuth.tools.serving.launch_input import LaunchServerInput
+from sleuth.tools.serving.launch_input import EngineLaunch
 from sleuth.tools.serving.preflight_checks import PreflightCheck, model_checks
 from sleuth.tools.serving.preflight_facts import gather
 from sleuth.tools.serving.preflight_host_checks import host_checks
@@ -39,11 +39,11 @@ class PreflightReport(BaseModel):
     """The first failing check as a diagnosis (high confidence first)."""
 
 
-class PreflightInput(LaunchServerInput):
-    """launch_server's input, checked without launching."""
+class PreflightInput(EngineLaunch):
+    """launch_server's engine options, checked without launching."""
 
 
-def run_preflight(ctx: ToolContext, args: LaunchServerInput) -> PreflightReport:
+def run_preflight(ctx: ToolContext, args: EngineLaunch) -> PreflightReport:
     """Every check for this launch; what could not be checked is `skip` with why."""
     start = time.monotonic()
     facts = gather(ctx, args)

@@ -25,7 +25,7 @@ from sleuth.tools.environment.env_tools import GPU, GpuInfoInput, gpu_info
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.diagnose import Diagnosis
 from sleuth.tools.serving.engines import VllmEntry
-from sleuth.tools.serving.launch_input import LaunchServerInput, vllm_entry
+from sleuth.tools.serving.launch_input import EngineLaunch, vllm_entry
 
 PROBE_PACKAGES = ("vllm", "sglang", "torch", "sgl_kernel", "bitsandbytes", "flashinfer")
 ENTRY_FILES = {"vllm": "vllm/entrypoints/openai/api_server.py", "sglang": "sglang/launch_server.py"}
@@ -61,7 +61,7 @@ _VALUED = {
 }
 
 
-def launch_settings(args: LaunchServerInput) -> Settings:
+def launch_settings(args: EngineLaunch) -> Settings:
     """Read the typed options, then what extra_args set (`--flag value` or `--flag=value`)."""
     given: dict[str, str] = {}
     flags: set[str] = set()
@@ -126,7 +126,7 @@ class HostProbe(BaseModel):
 @dataclass
 class Facts:
     settings: Settings
-    args: LaunchServerInput
+    args: EngineLaunch
     host: SandboxedHost
     model_dir: str | None = None
     config: dict[str, Any] | None = None
@@ -151,7 +151,7 @@ class Facts:
         return None
 
 
-def gather(ctx: ToolContext, args: LaunchServerInput) -> Facts:
+def gather(ctx: ToolContext, args: EngineLaunch) -> Facts:
     """Read every fact at once; the slowest (the checkpoint's headers) sets the time."""
     host = ctx.host(args.host)
     facts = Facts(settings=launch_settings(args), args=args, host=host)
@@ -162,7 +162,11 @@ def gather(ctx: ToolContext, args: LaunchServerInput) -> Facts:
         gpus = pool.submit(gpu_info, ctx, GpuInfoInput(host=args.host))
         entry = pool.submit(vllm_entry, host, python) if args.engine == "vllm" else None
         model_dir = facts.model_dir
-        summary = pool.submit(summarize, host, model_dir) if model_dir and facts.config else None
+        summary = (
+            pool.submit(summarize, host, model_dir)
+            if model_dir is not None and facts.config is not None
+            else None
+        )
         draft = pool.submit(_draft_config, host, args)
         facts.probe = _settled(facts, "probe", probe.result)
         facts.gpus = [GPU.model_validate(g) for g in (gpus.result().data or {}).get("gpus", [])]
@@ -208,7 +212,7 @@ def read_json(host: SandboxedHost, path: str) -> dict[str, Any]:
     return doc
 
 
-def _draft_config(host: SandboxedHost, args: LaunchServerInput) -> dict[str, Any] | None:
+def _draft_config(host: SandboxedHost, args: EngineLaunch) -> dict[str, Any] | None:
     spec = args.speculative
     if spec is None or spec.draft_model_path is None:
         return None
