@@ -19,8 +19,9 @@ import time
 from pydantic import BaseModel
 
 from sleuth.tools.context import ToolContext
+from sleuth.tools.environment.env_tools import PYTHON_NAME
 from sleuth.tools.registry import tool
-from sleuth.tools.results import ToolResult, cap_output
+from sleuth.tools.results import ToolError, ToolResult, cap_output
 from sleuth.tools.serving.diagnose import Diagnosis, render
 from sleuth.tools.serving.launch_input import EngineLaunch
 from sleuth.tools.serving.preflight_checks import PreflightCheck, model_checks
@@ -103,6 +104,12 @@ def preflight(ctx: ToolContext, args: PreflightInput) -> ToolResult:
     launch would get (tp_divisibility, gpu_capability, context_too_long, ...), a confidence,
     and a fix. Read-only; `blocked` true means launch_server would refuse this launch.
     """
+    if args.python is not None and not PYTHON_NAME.fullmatch(args.python):
+        # A read-only tool runs only a Python interpreter; launch_server, approved, may run more.
+        raise ToolError(
+            f"python={args.python!r} is not a Python interpreter; give python3, python3.11 or "
+            "the path of one, e.g. /opt/vllm/bin/python"
+        )
     report = run_preflight(ctx, args)
     text, cut = cap_output(
         "\n".join(render_report(report)), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
