@@ -1,4 +1,5 @@
-"""Launch diagnosis scored on real start-up failure logs (issue 31).
+"""Launch diagnosis scored on real start-up failure logs (issue 31), and preflight timed on
+the corpus failures that were knowable before the launch.
 
     python -m benchmarks.diagnosis [--corpus DIR] [--out FILE]
 
@@ -8,7 +9,9 @@ as tests/fixtures/engine_logs is laid out; a held-out corpus in the same layout 
 the same way. A log counts as right (top-1) when the kind is right AND the headline is the
 expected line (whitespace aside). A confident-wrong diagnosis has high confidence and the
 wrong kind. The report also counts fixes that use a number the index lists for that log.
-The default writes benchmarks/results/diagnosis.md.
+The default writes benchmarks/results/diagnosis.md, with a second section: each knowable
+case rebuilt as tests/test_preflight.py builds it, preflight run on it locally and (cases
+that need no GPU) over a throwaway sshd, its kind and its time.
 """
 
 from __future__ import annotations
@@ -16,14 +19,26 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pydantic import BaseModel, ConfigDict
 
+from sleuth.config import HostConfig, Limits
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.ssh import SSHHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import execute
 from sleuth.tools.serving.diagnose import diagnose
 from sleuth.tools.serving.diagnose_lines import split_lines
+from tests.sshd import SSHServer
+from tests.test_preflight import CASES, NEEDS_GPU, World, free_port
 
 CORPUS = Path(__file__).parent.parent / "tests" / "fixtures" / "engine_logs"
 RESULTS = Path(__file__).parent / "results" / "diagnosis.md"
@@ -148,6 +163,88 @@ def report(rows: list[Scored], corpus: Path) -> str:
     return "\n".join(lines)
 
 
+def preflight_rows(work: Path) -> list[dict[str, Any]]:
+    """Each rebuilt knowable case: the kind preflight gives and its time, locally and over
+    sshd (where no fake GPU is needed)."""
+    server = SSHServer.create(work / "sshd")
+    rows = []
+    try:
+        for log in sorted(CASES):
+            root = work / log
+            root.mkdir()
+            patch = pytest.MonkeyPatch()
+            world = World(root, patch, {"engine": "vllm", "port": free_port()})
+            CASES[log](world)
+            row: dict[str, Any] = {"log": log}
+            for where in ("local", "remote"):
+                if where == "remote" and log in NEEDS_GPU:
+                    continue
+                ctx = _context(where, root, server, work)
+                start = time.perf_counter()
+                result = execute(ctx, "preflight", {"host": where, **world.args})
+                row[where] = (result.data["diagnosis"]["kind"], time.perf_counter() - start)
+                ctx.close()
+            rows.append(row)
+            for sock in world.held:
+                sock.close()
+            patch.undo()
+    finally:
+        server.stop()
+    return rows
+
+
+def _context(where: str, root: Path, server: SSHServer, work: Path) -> ToolContext:
+    config = HostConfig(roots=[str(root)])
+    if where == "local":
+        return ToolContext(hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())})
+    ssh = SSHHost(
+        "remote",
+        server.alias,
+        known_hosts=work / "known_hosts",
+        ssh_config_path=server.ssh_config_path,
+        user_known_hosts=server.known_hosts_path,
+    )
+    return ToolContext(hosts={"remote": SandboxedHost("remote", ssh, config, Limits())})
+
+
+def preflight_report(rows: list[dict[str, Any]], corpus: Path) -> str:
+    index = {e["file"]: e for e in json.loads((corpus / "index.json").read_text())}
+    knowable = [f for f, e in index.items() if e["knowable_before_launch"]]
+    lines = [
+        "### Preflight on the knowable cases",
+        "",
+        f"{len(rows)} of the {len(knowable)} logs marked knowable_before_launch rebuilt as "
+        "tests/test_preflight.py builds them (checkpoint, installed engine files, torch's "
+        "CUDA build, an nvidia-smi reporting the thread's GPU, a held port), preflight run "
+        "locally and, for cases that need no GPU, over a throwaway sshd.",
+        "",
+        "| log | expected | local | local s | over sshd | sshd s |",
+        "|---|---|---|---:|---|---:|",
+    ]
+    for r in rows:
+        want = index[r["log"]]["kind"]
+        local, remote = r["local"], r.get("remote")
+        lines.append(
+            f"| {r['log']} | {want} | {local[0]} | {local[1]:.2f} | "
+            + (f"{remote[0]} | {remote[1]:.2f} |" if remote else "(needs a GPU) | |")
+        )
+    caught = sum(r["local"][0] == index[r["log"]]["kind"] for r in rows)
+    local_s = [r["local"][1] for r in rows]
+    ssh_s = [r["remote"][1] for r in rows if "remote" in r]
+    missing = sorted(set(knowable) - {r["log"] for r in rows})
+    lines += [
+        "",
+        f"Caught with the log's kind: {caught} of {len(rows)} rebuilt, {caught} of "
+        f"{len(knowable)} knowable ({caught / len(knowable):.0%}). Local: median "
+        f"{statistics.median(local_s):.2f} s, max {max(local_s):.2f} s; over sshd: median "
+        f"{statistics.median(ssh_s):.2f} s, max {max(ssh_s):.2f} s (target: under 5 s).",
+        "",
+        "Not rebuilt: " + ", ".join(m.split("-")[0] for m in missing) + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def _shown(corpus: Path) -> str:
     try:
         return str(corpus.resolve().relative_to(Path.cwd()))
@@ -161,6 +258,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     text = report(score(args.corpus), args.corpus)
+    if args.corpus == CORPUS:
+        with tempfile.TemporaryDirectory() as work:
+            text += "\n" + preflight_report(preflight_rows(Path(work)), args.corpus)
     out = args.out or (RESULTS if args.corpus == CORPUS else None)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

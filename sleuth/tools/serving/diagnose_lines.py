@@ -34,6 +34,7 @@ _PREFIXES = (
     _LEVEL + r" \d\d-\d\d [\d:.]+ (?:\[[\w.\-/]+:\d+\]|[\w.\-/]+:\d+\])",  # vLLM logger
     _LEVEL + r" \d{4}-\d\d-\d\d[ T][\d:.,]+Z?(?: [\w.\-]+:\d+\])?",  # NIM, cloud log lines
     r"\d{4}-\d\d-\d\d [\d:,.]+ (?:[\w.\-]+ )?(?:\d+ )?" + _LEVEL + r"(?: [\w.\-]+:\d+ --)?",
+    r"\d{4}-\d\d-\d\d [\d:,.]+ - [\w.\-]+ - " + _LEVEL + " -",  # Python logging, " - " style
     r"[WEIF]\d{4} [\d:.]+ +\d+ [\w./\-]+:\d+\]",  # glog (torch elastic)
     r"\[[WEIF]\d{3,4} [\d:.]+ [\w.\-]+:\d+\]",  # c10 warnings after [rank0]:
     r"\[ERROR\] \d{4}-[\d\-:]+ \(PID:\d+[^)]*\) \w+",  # Ascend runtime
