@@ -3,8 +3,8 @@
 A reader checks each function against the cited line. SGLang rules were read from the
 sglang 0.5.23 wheel (PyPI); vLLM rules from vllm-project/vllm at the commit named in each
 citation. On a host where the engine is installed, `capacity_plan` reads the installed
-code for the rules it relies on and quotes those lines instead (source.py);
-the quantisation floors are in quant_rules.py.
+code for the rules it relies on and quotes those lines instead (source.py). The
+quantisation floors are in quant_rules.py.
 """
 
 from __future__ import annotations
