@@ -15,7 +15,9 @@ import pytest
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.capacity.plan import CapacityPlan
 from sleuth.tools.context import ToolContext
+from sleuth.tools.environment.gpu_info import GpuInventory
 from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 
@@ -44,6 +46,7 @@ def plan(root: Path, model: str, **args: Any) -> dict[str, Any]:
         {"model_dir": str(root / model), **args},
     )
     assert result.ok, result.error
+    CapacityPlan.model_validate(result.data)  # the data is the plan, for readers to validate
     data: dict[str, Any] = result.data
     data["_output"] = result.output
     return data
@@ -334,6 +337,39 @@ def eight_h100(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     smi.write_text(f"#!/bin/sh\nprintf '{lines}'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+
+
+@pytest.mark.usefixtures("eight_h100")
+def test_gpu_info_gives_the_hosts_gpus_as_a_typed_inventory(tmp_path: Path) -> None:
+    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
+    result = execute(ToolContext(hosts={"local": sandbox}), "gpu_info", {})
+    inventory = GpuInventory.model_validate(result.data)
+    assert inventory.reason is None
+    assert [g.index for g in inventory.gpus] == list(range(8))
+    first = inventory.gpus[0]
+    assert (first.name, first.memory_total_mib, first.memory_used_mib) == (
+        "NVIDIA H100 80GB HBM3",
+        81000,
+        3,
+    )
+    assert (first.driver, first.compute_capability, first.utilization_pct) == (
+        "550.54.15",
+        "9.0",
+        0,
+    )
+    assert result.output.startswith("8 GPU(s) on local:\nGPU 0: NVIDIA H100 80GB HBM3, 3/81000")
+
+
+def test_gpu_info_without_nvidia_smi_is_an_empty_inventory_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi anywhere on it
+    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
+    result = execute(ToolContext(hosts={"local": sandbox}), "gpu_info", {})
+    assert result.ok
+    assert GpuInventory.model_validate(result.data) == GpuInventory(
+        gpus=[], reason="nvidia-smi is not installed"
+    )
 
 
 @pytest.mark.usefixtures("eight_h100")

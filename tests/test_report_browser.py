@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from browser import rendered_dom
 
-from sleuth.transcripts.render import render_html
+from sleuth.transcripts.render.html import render_html
 from sleuth.transcripts.store import load
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

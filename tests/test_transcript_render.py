@@ -10,7 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sleuth.cli import app
-from sleuth.transcripts.render import render_html, render_markdown, render_text
+from sleuth.transcripts.render.html import render_html
+from sleuth.transcripts.render.markdown import render_markdown
+from sleuth.transcripts.render.text import render_text
 from sleuth.transcripts.store import load
 from tests.transcript_samples import QUESTION, QUOTE, write_sample
 

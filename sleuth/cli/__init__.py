@@ -1,25 +1,57 @@
-"""The `sleuth` command: thin wiring from arguments to the rooms that do the work."""
+"""The `sleuth` command: thin wiring from arguments to the rooms that do the work.
+
+A command's module is imported only when that command runs (or help lists it), so
+`sleuth --version` and `sleuth tool ...` do not pay for the MCP SDK, the model SDKs or the
+benchmark client. A module adds its commands with `register(app)`.
+"""
 
 from __future__ import annotations
 
+import importlib
 from importlib import metadata
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from sleuth.cli import (
-    ask_cmd,
-    bench_cmd,
-    demo_cmd,
-    diagnose_cmd,
-    mcp_cmd,
-    preflight_cmd,
-    schema_cmd,
-    servers_cmd,
-    tools_cmd,
-    transcripts_cmd,
-)
+COMMANDS = {
+    "demo": "sleuth.cli.demo_cmd",
+    "ask": "sleuth.cli.ask_cmd",
+    "tool": "sleuth.cli.tools_cmd",
+    "tools": "sleuth.cli.tools_cmd",
+    "hosts": "sleuth.cli.tools_cmd",
+    "servers": "sleuth.cli.servers_cmd",
+    "diagnose": "sleuth.cli.diagnose_cmd",
+    "preflight": "sleuth.cli.preflight_cmd",
+    "show": "sleuth.cli.transcripts_cmd",
+    "verify": "sleuth.cli.transcripts_cmd",
+    "replay": "sleuth.cli.replay_cmd",
+    "resume": "sleuth.cli.replay_cmd",
+    "mcp": "sleuth.cli.mcp_cmd",
+    "schema": "sleuth.cli.schema_cmd",
+    "bench": "sleuth.cli.bench_cmd",
+}
+"""Each command, in the order help lists them, and the module that registers it."""
+
+
+class _LazyCommands(TyperGroup):
+    """Builds a command from its module when it is asked for by name. (Typer vendors click
+    and keeps its types private, hence `Any` for the context and the command.)"""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        module = importlib.import_module(COMMANDS[cmd_name])
+        commands = typer.Typer(add_completion=False)
+        module.register(commands)
+        return typer.main.get_group(commands).get_command(ctx, cmd_name)
+
 
 app = typer.Typer(
+    cls=_LazyCommands,
     help="Investigate LLM deployments: a model (or the offline playbook) drives sandboxed, "
     "audited tools on your hosts and answers with findings that quote their evidence.\n\n"
     "Example: sleuth demo",
@@ -37,30 +69,17 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    version: bool = typer.Option(
-        False,
-        "--version",
-        callback=_print_version,
-        is_eager=True,
-        help="Print Sleuth's version and exit.",
-    ),
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print Sleuth's version and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Options before any command (the help text is the app's)."""
-
-
-for _module in (
-    demo_cmd,
-    ask_cmd,
-    tools_cmd,
-    servers_cmd,
-    diagnose_cmd,
-    preflight_cmd,
-    transcripts_cmd,
-    bench_cmd,
-    mcp_cmd,
-    schema_cmd,
-):
-    _module.register(app)
 
 
 def main() -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
-from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -18,12 +17,17 @@ from sleuth.agent.protocols import BrainError, Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.agent.view import LiveView, findings_table
 from sleuth.cli.common import (
+    DEFAULT_TRANSCRIPTS,
     EXIT_BUDGET,
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
-    ConfigOption,
-    JsonOption,
+    AcceptNewHostKey,
+    ApproveFlag,
+    ConfigPath,
+    HostNames,
+    JsonFlag,
+    TranscriptsDir,
     approver,
     console,
     err_console,
@@ -37,10 +41,6 @@ from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoic
 from sleuth.outputs import AskOutput
 from sleuth.tools.context import build_context
 
-HostsOption = typer.Option(None, "--host", "-H", help="Host to investigate (repeat).")
-TranscriptsOption = typer.Option(
-    Path("transcripts"), "--transcripts", help="Folder the transcript is written to."
-)
 EXIT_FOR_STATUS = {
     "answered": EXIT_OK,
     "budget_exhausted": EXIT_BUDGET,
@@ -53,56 +53,72 @@ def register(app: typer.Typer) -> None:
     app.command("ask")(ask)
 
 
-def ask(
-    question: str = typer.Argument(..., help="The question, in plain words."),
-    hosts: list[str] = HostsOption,
-    provider: Provider | None = typer.Option(
-        None,
+# The options only `ask` takes.
+Question = Annotated[str, typer.Argument(help="The question, in plain words.")]
+ProviderName = Annotated[
+    Provider | None,
+    typer.Option(
         "--provider",
-        help="Brain: anthropic, openai (any OpenAI-compatible server) or playbook (offline). "
-        "Default: by the keys and URLs configured.",
+        help="Brain: anthropic, openai (any OpenAI-compatible server) or playbook "
+        "(offline). Default: by the keys and URLs configured.",
     ),
-    model: str | None = typer.Option(None, "--model", help="Model name for the brain."),
-    base_url: str | None = typer.Option(
-        None, "--base-url", help="An OpenAI-compatible endpoint, e.g. http://gpu1:30000/v1."
-    ),
-    max_tokens: int | None = typer.Option(
-        None, "--max-tokens", min=1, help="Output tokens per model turn (default 4096)."
-    ),
-    tool_choice: ToolChoice | None = typer.Option(
-        None,
+]
+ModelName = Annotated[str | None, typer.Option("--model", help="Model name for the brain.")]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option("--base-url", help="An OpenAI-compatible endpoint, e.g. http://gpu1:30000/v1."),
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option("--max-tokens", min=1, help="Output tokens per model turn (default 4096)."),
+]
+FirstToolChoice = Annotated[
+    ToolChoice | None,
+    typer.Option(
         "--tool-choice",
         help="OpenAI-compatible servers: required asks for a tool call on the first turn "
         "(auto after), for small models that would otherwise only talk.",
     ),
-    max_turns: int | None = typer.Option(None, "--max-turns", min=1, help="Budget: model turns."),
-    max_tool_calls: int | None = typer.Option(
-        None, "--max-tool-calls", min=1, help="Budget: tool calls."
-    ),
-    max_cost: float | None = typer.Option(
-        None, "--max-cost", min=0.0, help="Budget: USD; the model needs a price."
-    ),
-    max_wall: float | None = typer.Option(
-        None, "--max-wall", min=1.0, help="Budget: wall-clock seconds."
-    ),
-    price_input: float | None = typer.Option(
-        None, "--price-input", min=0.0, help="USD per million input tokens for --model."
-    ),
-    price_output: float | None = typer.Option(
-        None, "--price-output", min=0.0, help="USD per million output tokens for --model."
-    ),
-    yes: bool = typer.Option(
-        False,
-        "--yes",
-        help="Approve the host-changing calls each host's `allow` permits, without asking; "
-        "a custom launch command still needs a matching `approve.commands` rule.",
-    ),
-    accept_new_host_key: bool = typer.Option(
-        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
-    ),
-    transcripts: Path = TranscriptsOption,
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+]
+MaxTurns = Annotated[int | None, typer.Option("--max-turns", min=1, help="Budget: model turns.")]
+MaxToolCalls = Annotated[
+    int | None, typer.Option("--max-tool-calls", min=1, help="Budget: tool calls.")
+]
+MaxCost = Annotated[
+    float | None, typer.Option("--max-cost", min=0.0, help="Budget: USD; the model needs a price.")
+]
+MaxWall = Annotated[
+    float | None, typer.Option("--max-wall", min=1.0, help="Budget: wall-clock seconds.")
+]
+PriceInput = Annotated[
+    float | None,
+    typer.Option("--price-input", min=0.0, help="USD per million input tokens for --model."),
+]
+PriceOutput = Annotated[
+    float | None,
+    typer.Option("--price-output", min=0.0, help="USD per million output tokens for --model."),
+]
+
+
+def ask(
+    question: Question,
+    hosts: HostNames = None,
+    provider: ProviderName = None,
+    model: ModelName = None,
+    base_url: BaseUrl = None,
+    max_tokens: MaxTokens = None,
+    tool_choice: FirstToolChoice = None,
+    max_turns: MaxTurns = None,
+    max_tool_calls: MaxToolCalls = None,
+    max_cost: MaxCost = None,
+    max_wall: MaxWall = None,
+    price_input: PriceInput = None,
+    price_output: PriceOutput = None,
+    yes: ApproveFlag = False,
+    accept_new_host_key: AcceptNewHostKey = False,
+    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
     """Investigate QUESTION with tools on the hosts and print grounded findings.
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import BaseModel
@@ -40,12 +40,42 @@ def _console(stderr: bool) -> Console:
 console = _console(stderr=False)
 err_console = _console(stderr=True)
 
-ConfigOption = typer.Option(
-    None,
-    "--config",
-    help="Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml).",
-)
-JsonOption = typer.Option(False, "--json", help="Print one JSON object for programs.")
+# The options more than one command takes, declared once: `config: ConfigPath = None`.
+_CONFIG_HELP = "Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml)."
+_JSON_HELP = "Print one JSON object for programs."
+ConfigPath = Annotated[Path | None, typer.Option("--config", help=_CONFIG_HELP)]
+JsonFlag = Annotated[bool, typer.Option("--json", help=_JSON_HELP)]
+AcceptNewHostKey = Annotated[
+    bool,
+    typer.Option("--accept-new-host-key", help="Trust and store an unknown SSH host key."),
+]
+HostName = Annotated[str, typer.Option("--host", "-H", help="Host to act on (from sleuth.toml).")]
+HostNames = Annotated[
+    list[str] | None,
+    typer.Option("--host", "-H", help="Host to act on (from sleuth.toml); repeat for several."),
+]
+DEFAULT_TRANSCRIPTS = Path("transcripts")
+TranscriptsDir = Annotated[
+    Path, typer.Option("--transcripts", help="Folder the transcript is written to.")
+]
+ApproveFlag = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        help="Approve the host-changing calls each host's `allow` permits, without asking; "
+        "a custom launch command still needs a matching `approve.commands` rule.",
+    ),
+]
+TranscriptFile = Annotated[
+    Path,
+    typer.Argument(
+        help="A transcript file (.jsonl), e.g. transcripts/20261129T093012Z-ab12.jsonl."
+    ),
+]
+
+# Still used by bench_cmd, which moves to ConfigPath and JsonFlag when it is split.
+ConfigOption = typer.Option(None, "--config", help=_CONFIG_HELP)
+JsonOption = typer.Option(False, "--json", help=_JSON_HELP)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

@@ -6,6 +6,7 @@ import json
 import shlex
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -19,7 +20,7 @@ from sleuth.agent.view import LiveView, findings_table
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
-    JsonOption,
+    JsonFlag,
     console,
     err_console,
     fail,
@@ -45,12 +46,14 @@ def register(app: typer.Typer) -> None:
 
 
 def demo(
-    directory: Path | None = typer.Option(
-        None,
-        "--dir",
-        help="An empty folder to build the demo in (default: a new temporary folder).",
-    ),
-    as_json: bool = JsonOption,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            help="An empty folder to build the demo in (default: a new temporary folder).",
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Build a demo deployment and investigate it with the offline playbook (no API key).
 

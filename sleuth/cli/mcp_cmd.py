@@ -5,13 +5,22 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from sleuth.cli.common import EXIT_USAGE, ConfigOption, err_console, fail, settings_or_exit
+from sleuth.cli.common import (
+    DEFAULT_TRANSCRIPTS,
+    EXIT_USAGE,
+    AcceptNewHostKey,
+    ConfigPath,
+    HostNames,
+    TranscriptsDir,
+    err_console,
+    fail,
+    settings_or_exit,
+)
 from sleuth.config import ConfigError
-from sleuth.mcp.server import build_server
-from sleuth.mcp.state import ServeState
 from sleuth.mcp.transport import (
     TOKEN_ENV,
     BindError,
@@ -29,37 +38,41 @@ def register(app: typer.Typer) -> None:
 
 
 def mcp(
-    http: str | None = typer.Option(
-        None,
-        "--http",
-        metavar="HOST:PORT",
-        help="Serve streamable HTTP at HOST:PORT (e.g. 127.0.0.1:8765) instead of stdio.",
-    ),
-    allow_remote: bool = typer.Option(
-        False,
-        "--allow-remote",
-        help=f"Let --http bind beyond loopback; needs {TOKEN_ENV} (a bearer token).",
-    ),
-    hosts: list[str] = typer.Option(
-        None, "--host", "-H", help="Serve only these hosts (repeat); default: all configured."
-    ),
-    transcripts: Path = typer.Option(
-        Path("transcripts"), "--transcripts", help="Folder each session's transcript goes to."
-    ),
-    accept_new_host_key: bool = typer.Option(
-        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
-    ),
-    config: Path | None = ConfigOption,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http",
+            metavar="HOST:PORT",
+            help="Serve streamable HTTP at HOST:PORT (e.g. 127.0.0.1:8765) instead of stdio.",
+        ),
+    ] = None,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help=f"Let --http bind beyond loopback; needs {TOKEN_ENV} (a bearer token).",
+        ),
+    ] = False,
+    hosts: HostNames = None,
+    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
+    accept_new_host_key: AcceptNewHostKey = False,
+    config: ConfigPath = None,
 ) -> None:
     """Serve Sleuth's sandboxed, audited tools over the Model Context Protocol.
 
     Each client session is recorded as a transcript; a tool that changes a host asks you
-    through the client (elicitation), or is refused when the client cannot ask.
+    through the client (elicitation), or is refused when the client cannot ask. Without
+    --host it serves every configured host; each session's transcript goes to --transcripts.
 
     Example: sleuth mcp --http 127.0.0.1:8765
 
     Example: claude mcp add sleuth -- sleuth mcp
     """
+    # The MCP SDK (and OpenTelemetry, Starlette, uvicorn through it) only when serving, so
+    # `sleuth --help` does not load it.
+    from sleuth.mcp.server import build_server
+    from sleuth.mcp.state import ServeState
+
     settings = settings_or_exit(config)
     token = os.environ.get(TOKEN_ENV) or None
     bind: tuple[str, int] | None = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,9 +21,12 @@ from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
-    ConfigOption,
-    JsonOption,
+    AcceptNewHostKey,
+    ApproveFlag,
+    ConfigPath,
+    JsonFlag,
     Pause,
+    TranscriptFile,
     approver,
     console,
     err_console,
@@ -39,10 +41,10 @@ from sleuth.outputs import ReplayOutput
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.transcripts.store import TranscriptError
 
-TranscriptArg = Annotated[Path, typer.Argument(help="A transcript file (.jsonl).")]
-AcceptKeyOption = typer.Option(
-    False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
-)
+
+def register(app: typer.Typer) -> None:
+    app.command("replay")(replay_cmd)
+    app.command("resume")(resume_cmd)
 
 
 def _context(
@@ -64,13 +66,14 @@ def _context(
 
 
 def replay_cmd(
-    transcript: TranscriptArg,
-    live: bool = typer.Option(
-        False, "--live", help="Run the tools for real on today's hosts and report drift."
-    ),
-    accept_new_host_key: bool = AcceptKeyOption,
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+    transcript: TranscriptFile,
+    live: Annotated[
+        bool,
+        typer.Option("--live", help="Run the tools for real on today's hosts and report drift."),
+    ] = False,
+    accept_new_host_key: AcceptNewHostKey = False,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
     """Run a recorded investigation again; exit 1 at the first divergence (or any drift).
 
@@ -153,11 +156,11 @@ def _print_drift(result: ReplayResult) -> None:
 
 
 def resume_cmd(
-    transcript: TranscriptArg,
-    yes: bool = typer.Option(False, "--yes", help="Approve tools that change a host."),
-    accept_new_host_key: bool = AcceptKeyOption,
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+    transcript: TranscriptFile,
+    yes: ApproveFlag = False,
+    accept_new_host_key: AcceptNewHostKey = False,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
     """Continue an interrupted investigation from its last complete turn, in the same file.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from sleuth.cli.common import EXIT_USAGE, console, fail, print_json
@@ -13,7 +15,10 @@ def register(app: typer.Typer) -> None:
 
 
 def show_schema(
-    name: str = typer.Argument(None, help="A command with --json output: ask, tool, verify..."),
+    name: Annotated[
+        str | None,
+        typer.Argument(help="A command with --json output: ask, tool, verify..."),
+    ] = None,
 ) -> None:
     """Print the JSON Schema of a command's --json output; without NAME, list the names.
 

@@ -4,7 +4,6 @@ and the list `sleuth ask` prints of the servers its run left running."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -14,15 +13,17 @@ from rich.table import Table
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
-    ConfigOption,
-    JsonOption,
+    AcceptNewHostKey,
+    ConfigPath,
+    HostName,
+    JsonFlag,
     console,
     err_console,
     fail,
     print_json,
     settings_or_exit,
 )
-from sleuth.config import ConfigError
+from sleuth.config import LOCAL, ConfigError
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.tools.registry import execute
 from sleuth.tools.serving.stop import stop_command
@@ -33,12 +34,10 @@ def register(app: typer.Typer) -> None:
 
 
 def servers(
-    host: str = typer.Option("local", "--host", "-H", help="Host to list (from sleuth.toml)."),
-    accept_new_host_key: bool = typer.Option(
-        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
-    ),
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+    host: HostName = LOCAL,
+    accept_new_host_key: AcceptNewHostKey = False,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
     """List the servers Sleuth started on a host, alive or not, with the command to stop each.
 

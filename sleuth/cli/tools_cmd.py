@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -14,11 +13,15 @@ from rich.table import Table
 
 from sleuth.agent.session import record_cli_call
 from sleuth.cli.common import (
+    DEFAULT_TRANSCRIPTS,
     EXIT_ERROR,
     EXIT_REFUSED,
     EXIT_USAGE,
-    ConfigOption,
-    JsonOption,
+    AcceptNewHostKey,
+    ConfigPath,
+    HostName,
+    JsonFlag,
+    TranscriptsDir,
     console,
     err_console,
     fail,
@@ -26,12 +29,18 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
-from sleuth.config import ConfigError, Settings
+from sleuth.config import LOCAL, ConfigError, Settings
 from sleuth.errors import ErrorKind, HostError, ToolError
 from sleuth.outputs import ToolOutput
 from sleuth.tools.approval import approver_for
 from sleuth.tools.context import build_context
-from sleuth.tools.registry import all_tools, execute, get_tool, validation_text
+from sleuth.tools.registry import (
+    all_tools,
+    execute,
+    get_tool,
+    plugin_errors,
+    validation_text,
+)
 from sleuth.transcripts.redact import redact_obj
 from sleuth.transcripts.store import TranscriptError
 
@@ -60,29 +69,30 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
 
 
 def run_tool(
-    name: str = typer.Argument(..., help="Tool name; see `sleuth tools`."),
-    assignments: list[str] = typer.Argument(None, help="Inputs as key=value, e.g. path=x start=5"),
-    host: str = typer.Option("local", "--host", "-H", help="Host to run on (from sleuth.toml)."),
-    yes: bool = typer.Option(
-        False,
-        "--yes",
-        help="You approve this one call to a tool that changes the host (the host's `allow` "
-        "list still applies).",
-    ),
-    accept_new_host_key: bool = typer.Option(
-        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
-    ),
-    transcripts: Path = typer.Option(
-        Path("transcripts"), "--transcripts", help="Folder the call's transcript is written to."
-    ),
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+    name: Annotated[str, typer.Argument(help="Tool name; see `sleuth tools`.")],
+    assignments: Annotated[
+        list[str] | None, typer.Argument(help="Inputs as key=value, e.g. path=x start=5")
+    ] = None,
+    host: HostName = LOCAL,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            help="You approve this one call to a tool that changes the host (the host's "
+            "`allow` list still applies).",
+        ),
+    ] = False,
+    accept_new_host_key: AcceptNewHostKey = False,
+    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
     """Run one tool and print its result, exactly as a model would see it; the call is recorded
     as a transcript like any investigation's.
 
     Example: sleuth tool read_lines path=README.md start=1 end=20
     """
+
     settings = settings_or_exit(config)
     inputs = {"host": host, **parse_assignments(assignments or [])}
     try:
@@ -128,12 +138,18 @@ def run_tool(
         raise typer.Exit(EXIT_REFUSED if result.refused else EXIT_ERROR)
 
 
-def list_tools(as_json: bool = JsonOption) -> None:
+def list_tools(as_json: JsonFlag = False) -> None:
     """List the tools a model may call, with their input schemas.
 
     Example: sleuth tools --json
     """
     tools = sorted(all_tools().values(), key=lambda t: (t.mutating, t.name))
+    for plugin, error in plugin_errors().items():
+        err_console.print(
+            f"[yellow]warning:[/] {escape(f'tool plugin {plugin!r} did not load: {error}')}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if as_json:
         print_json(
             [
@@ -165,12 +181,12 @@ def list_tools(as_json: bool = JsonOption) -> None:
 
 
 def show_hosts(
-    check: bool = typer.Option(False, "--check", help="Connect and report latency and roots."),
-    accept_new_host_key: bool = typer.Option(
-        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
-    ),
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+    check: Annotated[
+        bool, typer.Option("--check", help="Connect and report latency and roots.")
+    ] = False,
+    accept_new_host_key: AcceptNewHostKey = False,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
     """Show the configured hosts; with --check, connect to each one.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -10,19 +9,22 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from sleuth.cli import replay_cmd
-from sleuth.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, console, err_console, fail, plural
-from sleuth.cli.common import print_json as print_json_value
-from sleuth.transcripts.render import FORMATS, render, render_rich
+from sleuth.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    JsonFlag,
+    TranscriptFile,
+    console,
+    err_console,
+    fail,
+    plural,
+    print_json,
+)
+from sleuth.transcripts.render import FORMATS, render
+from sleuth.transcripts.render.text import render_rich
 from sleuth.transcripts.store import LoadedTranscript, TranscriptError, load
 from sleuth.transcripts.verify import VerifyReport, not_verified, verify
-
-TranscriptArg = Annotated[
-    Path,
-    typer.Argument(
-        help="A transcript file (.jsonl), e.g. transcripts/20261129T093012Z-ab12.jsonl."
-    ),
-]
 
 
 def _load_or_exit(path: Path) -> LoadedTranscript:
@@ -36,7 +38,7 @@ def _load_or_exit(path: Path) -> LoadedTranscript:
 
 
 def show(
-    transcript: TranscriptArg,
+    transcript: TranscriptFile,
     fmt: Annotated[
         str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")
     ] = "text",
@@ -100,8 +102,8 @@ def _print_report(report: VerifyReport) -> None:
 
 
 def verify_cmd(
-    transcript: TranscriptArg,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    transcript: TranscriptFile,
+    as_json: JsonFlag = False,
 ) -> None:
     """Check a transcript's schema and hash chain; exit 1 naming the line of any edit.
 
@@ -112,22 +114,12 @@ def verify_cmd(
     except TranscriptError as exc:
         fail(str(exc))
     if as_json:
-        print_json_value(report)
+        print_json(report)
     else:
         _print_report(report)
     raise typer.Exit(EXIT_OK if report.ok else EXIT_ERROR)
 
 
-COMMANDS: dict[str, Callable[..., None]] = {
-    "show": show,
-    "verify": verify_cmd,
-    "replay": replay_cmd.replay_cmd,
-    "resume": replay_cmd.resume_cmd,
-}
-"""Commands this module adds."""
-
-
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    for name, command in COMMANDS.items():
-        app.command(name)(command)
+    app.command("show")(show)
+    app.command("verify")(verify_cmd)

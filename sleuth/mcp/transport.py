@@ -13,15 +13,15 @@ import json
 import os
 import signal
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import uvicorn
-from mcp.server import Server
-from mcp.server.stdio import stdio_server
 
-from sleuth.mcp.state import ServeState
+if TYPE_CHECKING:
+    from mcp.server import Server
+
+    from sleuth.mcp.state import ServeState
 
 TOKEN_ENV = "SLEUTH_MCP_TOKEN"
 MCP_PATH = "/mcp"
@@ -37,6 +37,9 @@ class BindError(Exception):
 
 
 def serve_stdio(server: Server[ServeState], state: ServeState) -> None:
+    # The SDK is imported by the command that serves, never by `sleuth` as a whole.
+    from mcp.server.stdio import stdio_server
+
     def terminated(signum: int, frame: object) -> None:
         # A client that stops its server with SIGTERM still gets session_ended written. The
         # loop cannot be unwound here (a worker thread is blocked reading stdin), so exit.
@@ -92,6 +95,8 @@ def serve_http(
     token: str | None,
     on_ready: Callable[[str], None],
 ) -> None:
+    import uvicorn
+
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
     guarded = guard(app, state, token)
     config = uvicorn.Config(guarded, host=host, port=port, log_level="warning", lifespan="on")

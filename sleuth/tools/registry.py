@@ -13,17 +13,23 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
 run, cap, and turn every failure into a `ToolResult` the model can act on. A failure
 carries its kind; an unexpected exception (a bug) is an `internal` result with its
 traceback, never an ordinary failure.
+
+Other packages add tools through the entry-point group `sleuth.tools` (README, "Adding a
+tool"): each entry point names a module whose `@tool()` functions register when it loads.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import time
 import traceback
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import metadata
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -35,10 +41,15 @@ from sleuth.tools.context import ToolContext
 from sleuth.tools.results import ToolError, ToolResult
 
 TOOL_MODULES = (
-    "sleuth.tools.files.file_tools",
-    "sleuth.tools.checkpoints.checkpoint_tools",
+    "sleuth.tools.files.read_lines",
+    "sleuth.tools.files.grep",
+    "sleuth.tools.files.list_dir",
+    "sleuth.tools.files.read_json",
+    "sleuth.tools.checkpoints.safetensors_header",
+    "sleuth.tools.checkpoints.checkpoint_summary",
+    "sleuth.tools.environment.python_env",
+    "sleuth.tools.environment.gpu_info",
     "sleuth.tools.capacity.capacity_plan",
-    "sleuth.tools.environment.env_tools",
     "sleuth.tools.serving.launch",
     "sleuth.tools.serving.status",
     "sleuth.tools.serving.stop",
@@ -47,6 +58,9 @@ TOOL_MODULES = (
     "sleuth.tools.bench.run_benchmark",
     "sleuth.tools.bench.compare_benchmarks",
 )
+
+PLUGIN_GROUP = "sleuth.tools"
+"""The entry-point group through which other packages add tools."""
 
 
 class ToolInput(BaseModel):
@@ -93,27 +107,64 @@ def tool(
         params = list(inspect.signature(fn).parameters)
         model = hints[params[1]]
         doc = inspect.getdoc(fn) or ""
+        known = _TOOLS.get(fn.__name__)
+        if known is not None and _origin(known.fn) != _origin(fn):
+            # A plugin must not replace a tool whose sandboxing others rely on.
+            raise ToolError(
+                f"a tool named {fn.__name__!r} exists already ({_origin(known.fn)}); "
+                f"rename {_origin(fn)}",
+                ErrorKind.CONFIG,
+            )
         _TOOLS[fn.__name__] = Tool(fn.__name__, doc, model, fn, mutating, argv)
         return fn
 
     return register
 
 
+def _origin(fn: Callable[..., object]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
 def all_tools() -> dict[str, Tool]:
+    """The built-in tools, then those of each plugin in PLUGIN_GROUP that loads."""
     for module in TOOL_MODULES:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name != module:
                 raise
+    _load_plugins()
     return dict(_TOOLS)
+
+
+def plugin_errors() -> dict[str, str]:
+    """The plugins that did not load, by entry-point name, each with its error."""
+    all_tools()
+    return dict(_load_plugins())
+
+
+@functools.cache
+def _load_plugins() -> Mapping[str, str]:
+    """Load each entry point of PLUGIN_GROUP once. A plugin that fails adds no tool and is
+    reported by name; the built-in tools and the other plugins go on working."""
+    failed: dict[str, str] = {}
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        before = set(_TOOLS)
+        try:
+            entry.load()
+        except Exception as exc:  # third-party code: whatever it raises, it is its failure
+            for name in set(_TOOLS) - before:
+                del _TOOLS[name]
+            failed[entry.name] = f"{entry.value}: {type(exc).__name__}: {exc}"
+    return MappingProxyType(failed)
 
 
 def get_tool(name: str) -> Tool:
     tools = all_tools()
     if name not in tools:
+        broken = "".join(f"; plugin {n!r} did not load ({e})" for n, e in plugin_errors().items())
         raise ToolError(
-            f"unknown tool {name!r}; available: {', '.join(sorted(tools))}",
+            f"unknown tool {name!r}; available: {', '.join(sorted(tools))}{broken}",
             ErrorKind.INVALID_INPUT,
         )
     return tools[name]

@@ -40,7 +40,7 @@ from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
-from sleuth.tools.files.file_tools import READ_LINES_SCRIPT
+from sleuth.tools.files.read_lines import READ_LINES_SCRIPT
 from sleuth.tools.registry import all_tools, execute
 from sleuth.tools.results import ToolResult
 from tests.sshd import SSHServer

@@ -7,7 +7,7 @@ from typing import Any
 
 from sleuth.agent.playbook.checkpoints import model_dirs, no_checkpoint
 from sleuth.agent.playbook.plan import Call, Family, Plan, Question, Report, Result, summary_text
-from sleuth.tools.capacity.capacity_plan import CapacityPlan
+from sleuth.tools.capacity.plan import CapacityPlan
 
 _GPUS = re.compile(r"\b(\d+)\s*[x×]\s*((?:nvidia[\s-]*)?[a-z]{1,3}\d{2,3}[a-z0-9-]*)", re.I)
 _GPU_NAME = re.compile(r"\b((?:gb|b|h|a|l)\d{2,3}s?(?:-?(?:sxm|pcie|nvl|\d+gb))*)\b", re.I)

@@ -19,7 +19,7 @@ import time
 from pydantic import BaseModel
 
 from sleuth.tools.context import ToolContext
-from sleuth.tools.environment.env_tools import PYTHON_NAME
+from sleuth.tools.environment.python_env import PYTHON_NAME
 from sleuth.tools.registry import tool
 from sleuth.tools.results import ToolError, ToolResult, cap_output
 from sleuth.tools.serving.diagnose import Diagnosis, render

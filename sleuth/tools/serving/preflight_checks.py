@@ -15,7 +15,9 @@ from pydantic import BaseModel
 
 from sleuth.hosts.host import HostError
 from sleuth.tools.capacity import rules
-from sleuth.tools.capacity.model import ConfigError, ModelShape, model_shape, weights_per_gpu
+from sleuth.tools.capacity.model import ModelConfigError, ModelShape, model_shape
+from sleuth.tools.capacity.quant_rules import engine_method
+from sleuth.tools.capacity.weights import weights_per_gpu
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.diagnose_rules import Confidence, FailureKind
 from sleuth.tools.serving.preflight_facts import Facts, cite, read_json
@@ -83,7 +85,7 @@ def failed(
 def shape_of(facts: Facts) -> ModelShape | None:
     try:
         return model_shape(facts.config) if facts.config else None
-    except ConfigError:
+    except ModelConfigError:
         return None
 
 
@@ -317,7 +319,7 @@ def _architecture(facts: Facts) -> PreflightCheck:
 def quant_method(facts: Facts) -> str | None:
     """The engine's name for the quantisation, as its capability rules are keyed."""
     q = facts.summary.quantization if facts.summary else None
-    declared = rules.engine_method(q.method, q.algorithm) if q else None
+    declared = engine_method(q.method, q.algorithm) if q else None
     return facts.settings.quantization or declared
 
 
@@ -374,7 +376,7 @@ def _weights_fit(facts: Facts, shape: ModelShape | None) -> PreflightCheck:
     if not facts.gpus or s is None or shape is None:
         return skipped("weights_fit", "no GPU or no weight map to size")
     share = weights_per_gpu(
-        [w.model_dump() for w in s.weight_map],
+        s.weight_map,
         tp=st.tp,
         pp=st.pp,
         ep=st.ep,

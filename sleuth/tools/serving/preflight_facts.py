@@ -2,7 +2,7 @@
 facts, gathered at once (the engine's environment, the GPUs, the checkpoint, the draft).
 
 Each fact is a typed model from the family that owns it: `PythonEnv`-like packages from the
-preflight probe (run with the engine's own interpreter), `GPU` rows from gpu_info,
+preflight probe (run with the engine's own interpreter), gpu_info's `GpuInventory`,
 `CheckpointSummary` from the checkpoint probe, the vLLM entry point from launch_input. A
 fact that cannot be read is None with the reason beside it; checks then skip or fail on it.
 """
@@ -19,9 +19,10 @@ from pydantic import BaseModel
 
 from sleuth.hosts.host import HostError, read_whole
 from sleuth.hosts.policy import PolicyError, SandboxedHost, check_arg
-from sleuth.tools.checkpoints.checkpoint_tools import CheckpointSummary, summarize
+from sleuth.tools.checkpoints.models import CheckpointSummary
+from sleuth.tools.checkpoints.summarize import summarize
 from sleuth.tools.context import ToolContext
-from sleuth.tools.environment.env_tools import GPU, GpuInfoInput, gpu_info
+from sleuth.tools.environment.gpu_info import GPU, query_gpus
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.diagnose import Diagnosis
 from sleuth.tools.serving.engines import VllmEntry
@@ -159,7 +160,7 @@ def gather(ctx: ToolContext, args: EngineLaunch) -> Facts:
     _resolve_model(facts)
     with ThreadPoolExecutor(5) as pool:
         probe = pool.submit(_probe, host, python, args.port, facts.model_dir)
-        gpus = pool.submit(gpu_info, ctx, GpuInfoInput(host=args.host))
+        gpus = pool.submit(query_gpus, host)
         entry = pool.submit(vllm_entry, host, python) if args.engine == "vllm" else None
         model_dir = facts.model_dir
         summary = (
@@ -169,7 +170,7 @@ def gather(ctx: ToolContext, args: EngineLaunch) -> Facts:
         )
         draft = pool.submit(_draft_config, host, args)
         facts.probe = _settled(facts, "probe", probe.result)
-        facts.gpus = [GPU.model_validate(g) for g in (gpus.result().data or {}).get("gpus", [])]
+        facts.gpus = gpus.result()[0].gpus
         facts.entry = entry.result() if entry else None
         facts.summary = _settled(facts, "summary", summary.result) if summary else None
         facts.draft_config = _settled(facts, "draft", draft.result)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from sleuth.tools.capacity import rules
+from sleuth.tools.capacity.quant_rules import quant_rules
 from sleuth.tools.capacity.source import confirm
 from sleuth.tools.serving.diagnose import Diagnosis
 from sleuth.tools.serving.preflight_checks import (
@@ -194,7 +195,7 @@ def _quant_on_gpu(facts: Facts) -> PreflightCheck:
             f"{kv_min / 10:.1f}; the GPU has {cc / 10:.1f}",
             "use --kv-cache-dtype auto on this GPU",
         )
-    rule = rules.quant_rules(engine).get(method or "")
+    rule = quant_rules(engine).get(method or "")
     if rule is None:
         return skipped("quantization_on_gpu", f"{method or 'no quantisation'}: no floor known")
     pkg, root, shape = facts.engine_package, facts.engine_source, shape_of(facts)

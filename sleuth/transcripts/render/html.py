@@ -1,0 +1,174 @@
+"""The story as one self-contained HTML page: inline CSS, no scripts, no external assets."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+
+from sleuth.transcripts.events import (
+    ApprovalEvent,
+    BudgetNotice,
+    ErrorEvent,
+    Event,
+    FindingEvent,
+    ModelTurn,
+    SessionStarted,
+    ToolExecuted,
+)
+from sleuth.transcripts.render.story import (
+    Story,
+    anchor,
+    build_story,
+    call_label,
+    call_status,
+    command_lines,
+    findings_of,
+    grounded_mark,
+    is_long,
+    reasoning,
+    segment_line,
+    session_line,
+    totals_line,
+    unsupported_answer,
+)
+
+_CSS = """
+body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
+color:#1d1d1f;background:#fff}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
+.question{font-size:1.1rem;background:#f4f6fb;padding:.75rem 1rem;border-radius:6px}
+.meta,.call-head{color:#555;font-size:.9rem}
+.call{border:1px solid #ddd;border-radius:6px;padding:.5rem 1rem;margin:1rem 0}
+.call:target{border-color:#3b6fd8;box-shadow:0 0 0 2px #c9d8f7}
+pre{background:#f6f6f6;padding:.5rem;overflow-x:auto;white-space:pre-wrap;
+word-break:break-word;font:13px/1.4 ui-monospace,monospace}
+.finding{border-left:4px solid #3b6fd8;padding:.25rem 1rem;margin:1rem 0;background:#fafbff}
+.ok{color:#1a7f37}.bad{color:#c62828}.warn{color:#9a6700}
+.banner{background:#c62828;color:#fff;padding:.75rem 1rem;border-radius:6px;font-weight:bold}
+.verdicts{list-style:none;padding:0}.verdicts li{margin:.4rem 0}
+.verdict{display:inline-block;min-width:4.5rem;text-align:center;font-weight:bold;
+border-radius:4px;padding:0 .4rem;color:#fff;margin-right:.5rem}
+.verdict-yes{background:#1a7f37}.verdict-no{background:#c62828}
+.verdict-partial{background:#b26a00}.verdict-unknown{background:#6e7781}
+.segment{background:#fff8e1;padding:.5rem 1rem;border-radius:6px}
+summary{cursor:pointer;color:#3b6fd8}
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _html_call(call: ToolExecuted) -> str:
+    cls = "ok" if call.ok and call.exit_code in (None, 0) else "bad"
+    cut = f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""
+    parts = [
+        f'<div class="call" id="{anchor(call.call_id)}">',
+        f'<div class="call-head"><b>{_e(call.tool)}</b>'
+        + (f" on <code>{_e(call.host)}</code>" if call.host else "")
+        + f' · <span class="{cls}">{_e(call_status(call))}</span> · {call.duration_s:.2f} s{cut}'
+        f" · call <code>{_e(call.call_id)}</code></div>",
+        f"<pre>{_e(json.dumps(call.input, ensure_ascii=False))}</pre>",
+    ]
+    if call.argv:
+        parts.append(f"<pre>$ {_e(chr(10).join(command_lines(call)))}</pre>")
+    output = call.output or "(no output)"
+    if is_long(output):
+        count = output.count("\n") + 1
+        parts.append(
+            f"<details><summary>output ({count} lines)</summary><pre>{_e(output)}</pre></details>"
+        )
+    else:
+        parts.append(f"<pre>{_e(output)}</pre>")
+    return "\n".join([*parts, "</div>"])
+
+
+def _html_finding(story: Story, event: FindingEvent) -> str:
+    f = event.finding
+    mark_cls = "ok" if f.grounded else "warn"
+    items = []
+    for ev in f.evidence:
+        ev_cls = "ok" if ev.grounded else "warn"
+        items.append(
+            f'<li><a href="#{anchor(ev.call_id)}">{_e(call_label(story, ev.call_id))}</a>'
+            f' <span class="{ev_cls}">{_e(grounded_mark(ev.grounded))}</span>'
+            f"<pre>{_e(ev.quote)}</pre></li>"
+        )
+    steps = "".join(f"<li>{_e(step)}</li>" for step in f.next_steps)
+    return (
+        f'<div class="finding"><h3>{_e(f.claim)}</h3>'
+        f"<p>{_verdict_badge(f.verdict)} confidence {f.confidence:.2f} · "
+        f'<span class="{mark_cls}">{_e(grounded_mark(f.grounded))}</span></p>'
+        f"<ul>{''.join(items)}</ul>"
+        + (f"<p>Next steps:</p><ul>{steps}</ul>" if steps else "")
+        + "</div>"
+    )
+
+
+def _html_step(story: Story, step: Event) -> str:
+    if isinstance(step, ModelTurn):
+        text = reasoning(step)
+        body = "".join(f"<p>{_e(p)}</p>" for p in text.split("\n\n")) if text else ""
+        return f"<h2>Turn {step.turn}</h2>{body or '<p class=meta>(tool calls only)</p>'}"
+    if isinstance(step, ToolExecuted):
+        return _html_call(step)
+    if isinstance(step, FindingEvent):
+        return _html_finding(story, step)
+    if isinstance(step, ApprovalEvent):
+        verdict = "approved" if step.approved else "denied"
+        why = f": {step.reason}" if step.reason else ""
+        return (
+            f'<p class="meta">Approval: {_e(step.tool)} on <code>{_e(step.host)}</code> '
+            f"{verdict} by {_e(step.by)}{_e(why)}</p>"
+        )
+    if isinstance(step, ErrorEvent):
+        return f'<p class="bad">Error ({_e(step.where)}): {_e(step.message)}</p>'
+    if isinstance(step, BudgetNotice):
+        return f'<p class="warn">Budget spent: {_e(step.reason)}; the next turn was the last.</p>'
+    if isinstance(step, SessionStarted):
+        return f'<p class="segment">{_e(segment_line(step, story.segment(step)))}</p>'
+    return ""
+
+
+def _verdict_badge(verdict: str) -> str:
+    return f'<span class="verdict verdict-{_e(verdict)}">{_e(verdict.upper())}</span>'
+
+
+def _html_verdicts(story: Story) -> str:
+    items = [
+        f"<li>{_verdict_badge(e.finding.verdict)}{_e(e.finding.claim)} "
+        f'<span class="{"ok" if e.finding.grounded else "warn"}">'
+        f"({_e(grounded_mark(e.finding.grounded))})</span></li>"
+        for e in findings_of(story)
+    ]
+    listed = (
+        f'<ul class="verdicts">{"".join(items)}</ul>'
+        if items
+        else ("<p>No findings were reported.</p>")
+    )
+    answer = unsupported_answer(story)
+    shown = f'<p class="warn">{_e(answer)}</p>' if answer else ""
+    return (
+        f'<h2>Verdicts</h2>{listed}<h2>Summary</h2><p class="meta">{_e(totals_line(story))}</p>'
+        f"{shown}"
+    )
+
+
+def render_html(events: Sequence[Event], banner: str | None = None) -> str:
+    """One self-contained page: inline CSS, no scripts, no external assets. The verdicts and
+    the summary come first; the turns that led to them follow."""
+    story = build_story(events)
+    head = f'<p class="banner">{_e(banner)}</p>' if banner else ""
+    title = "Sleuth investigation"
+    if story.started is not None:
+        s = story.started
+        title = s.question[:80]
+        head += f'<p class="question">{_e(s.question)}</p><p class="meta">{_e(session_line(s))}</p>'
+    body = "\n".join(_html_step(story, step) for step in story.steps)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
+        f"<h1>Sleuth investigation</h1>{head}\n{_html_verdicts(story)}\n"
+        f"<h2>How it was found</h2>\n{body}\n</body></html>\n"
+    )
