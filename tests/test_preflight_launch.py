@@ -94,3 +94,29 @@ def test_preflight_false_launches_without_the_checks(world: World) -> None:
     assert result.ok, result.output
     assert "preflight" not in result.data
     execute(ctx, "stop_server", {"host": "local", "server_id": result.data["server_id"]})
+
+
+OOM_STAND_IN = """#!/bin/sh
+# An SGLang that loads its weights, then runs out of GPU memory in the profile run.
+if [ "$1" = -m ] && [ "$2" = sglang.launch_server ]; then
+  echo '[2025-01-01 00:00:00 TP0] Load weight end. type=LlamaForCausalLM, avail mem=1.00 GB'
+  echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0' \
+    'has a total capacity of 79.00 GiB of which 1.00 GiB is free.'
+  exit 1
+fi
+PYTHONPATH={site} exec {python} "$@"
+"""
+
+
+def test_a_memory_failure_is_cross_checked_with_the_capacity_rules(world: World) -> None:
+    world.gpus("NVIDIA H100 80GB HBM3", "9.0")
+    world.model(llama())
+    python = Path(world.args["python"])
+    python.write_text(OOM_STAND_IN.format(python=sys.executable, site=world.site))
+    result = launch(context(world.root), world)
+    assert not result.ok and result.data["outcome"] in ("failed", "exited")
+    diagnosis = result.data["diagnosis"]
+    assert diagnosis["kind"] == "oom_activation", diagnosis
+    assert "2.00 GiB" in diagnosis["fix"]
+    assert "the capacity rules gave, before the launch:" in diagnosis["fix"]
+    assert "GiB of weights per GPU" in diagnosis["fix"]

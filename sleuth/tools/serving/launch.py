@@ -126,7 +126,7 @@ def _result(ctx: ToolContext, host: SandboxedHost, launched: Launched, watch: Wa
     diagnosis: Diagnosis | None = None
     stopped: str | None = None
     if watch.outcome in ("failed", "exited"):
-        diagnosis = _diagnose_log(host, launched, watch)
+        diagnosis = _cross_checked(_diagnose_log(host, launched, watch), launched.preflight)
     if watch.outcome != "ready":
         stopped = stop_quietly(host, launched.server_id, grace_s=5.0)
     data = _launch_data(launched, watch, diagnosis, stopped).model_dump(mode="json")
@@ -147,6 +147,18 @@ def _diagnose_log(host: SandboxedHost, launched: Launched, watch: Watch) -> Diag
     if got.cut:
         lines = [launched.scrub(line) for _, _, line in watch.milestones] + lines[1:]
     return diagnose(lines, exit_code=watch.exit_code)
+
+
+MEMORY_KINDS = ("oom_weights", "oom_activation", "kv_cache_too_small", "cuda_graph_capture")
+
+
+def _cross_checked(diagnosis: Diagnosis, checked: PreflightReport | None) -> Diagnosis:
+    """A memory failure's fix, with what the capacity rules said of the weights beforehand."""
+    fit = next((c for c in checked.checks if c.name == "weights_fit"), None) if checked else None
+    if diagnosis.kind not in MEMORY_KINDS or fit is None or fit.status == "skip":
+        return diagnosis
+    said = f"; the capacity rules gave, before the launch: {fit.detail}"
+    return diagnosis.model_copy(update={"fix": diagnosis.fix + said})
 
 
 def _refused(diagnosis: Diagnosis, argv: list[str], checked: PreflightReport | None) -> ToolResult:
