@@ -15,9 +15,15 @@ from typing import Any
 
 from sleuth.hosts.host import HostError, read_whole
 from sleuth.hosts.policy import SandboxedHost
-from sleuth.tools.capacity import checks, quant_rules, rules
+from sleuth.tools.capacity import checks, inverse, quant_rules, rules
 from sleuth.tools.capacity.gpus import GpuChoice, GpuSpec, lookup, parse_gpus
-from sleuth.tools.capacity.model import Evidence, ModelConfigError, ModelShape, model_shape
+from sleuth.tools.capacity.model import (
+    Evidence,
+    ModelConfigError,
+    ModelShape,
+    max_context,
+    model_shape,
+)
 from sleuth.tools.capacity.plan import CapacityInput, CapacityPlan, PlannedGpus, PoolTerms
 from sleuth.tools.capacity.render import plan_text
 from sleuth.tools.capacity.sizing import size
@@ -39,14 +45,24 @@ def capacity_plan(ctx: ToolContext, args: CapacityInput) -> ToolResult:
     GPUs (the host's nvidia-smi, or `gpus` like 8xH200 from a built-in table) and the
     engine's own rules (quoted from the engine's source on the host when installed there).
     Returns `verdict` (fits | does_not_fit | incompatible), weight_bytes_per_gpu,
-    kv_bytes_per_token_per_gpu (the engine's KV cell), max_kv_tokens (pool = GPU memory ×
-    mem_fraction − weights, each term shown), max_concurrent_at_context, max_context_single,
+    kv_bytes_per_token_per_gpu (the engine's KV cell), max_kv_tokens and engine_account (the
+    engine's own accounting: CUDA total × fraction − weights − activation peak − non-torch −
+    CUDA graphs, block rounding, each term with its rule, and the KV lines the engine will
+    print), max_concurrent_at_context, max_context_single,
     and `reasons`: each check (weights fit, KV holds one full request, heads ÷ tp, experts ÷
     ep, sharded sizes ÷ quant group, quant method and KV dtype vs compute capability,
     context vs max_position_embeddings, MTP weights present) with evidence {source, quote}.
     Numbers are computed even when the verdict is incompatible.
     """
-    sandboxed = ctx.host(args.host)
+    plan = make_plan(ctx.host(args.host), args)
+    output, cut = cap_output(
+        plan_text(plan), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
+    )
+    return ToolResult(ok=True, output=output, data=plan.model_dump(mode="json"), bytes_cut=cut)
+
+
+def make_plan(sandboxed: SandboxedHost, args: CapacityInput) -> CapacityPlan:
+    """The plan for these inputs on this host: the checkpoint, the GPUs, the engine's rules."""
     model_dir = sandboxed.resolve(args.model_dir)
     if sandboxed.host.stat(model_dir).kind != "dir":
         raise ToolError(
@@ -67,13 +83,18 @@ def capacity_plan(ctx: ToolContext, args: CapacityInput) -> ToolResult:
     gpus = cpu_gpus(args) if (args.gpus or "").lower() == "cpu" else None
     gpus = gpus or _planned_gpus(args, choice, inventory)
     installed = _installed_version(env, args.engine)
+    answer = None
+    if args.find == "min_gpus":
+        args, answer = inverse.smallest_gpus(args, shape, summary, gpus.spec, installed)
+        gpus = gpus.model_copy(update={"count": args.tp * args.pp * args.dp})
+    elif args.find == "max_context":
+        top = max_context(shape)[0] or args.context_length or 131072
+        args, answer = inverse.longest_context(args, shape, summary, gpus.spec, installed, top)
     plan = build_plan(args, model_dir, shape, summary, gpus, installed)
+    plan.inverse = answer
     source = _engine_source(sandboxed, env, args.engine, plan.quant_method, shape.mla)
     checks.apply_source(plan, source, gpus.spec, installed)
-    output, cut = cap_output(
-        plan_text(plan), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
-    )
-    return ToolResult(ok=True, output=output, data=plan.model_dump(mode="json"), bytes_cut=cut)
+    return plan
 
 
 def build_plan(

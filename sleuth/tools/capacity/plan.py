@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from sleuth.tools.capacity.accounting import KvAccount
 from sleuth.tools.capacity.gpus import GpuSpec
+from sleuth.tools.capacity.inverse_answer import InverseAnswer
 from sleuth.tools.capacity.model import Evidence
 from sleuth.tools.capacity.rules import Engine
 from sleuth.tools.capacity.source import EngineSource
@@ -55,6 +56,15 @@ class CapacityInput(ToolInput):
     enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs.")
     cpu_kv_space_gib: int = Field(
         4, ge=1, description="With gpus=cpu: VLLM_CPU_KVCACHE_SPACE, the KV cache's GiB."
+    )
+    find: Literal["plan", "min_gpus", "max_context"] = Field(
+        "plan",
+        description="plan: this layout; min_gpus: the fewest GPUs of the named type (tp × "
+        "replicas) for `concurrency` requests of context_length tokens; max_context: the "
+        "longest context at which `concurrency` requests fit at this tp.",
+    )
+    concurrency: int | None = Field(
+        None, ge=1, description="Concurrent requests to serve (find=min_gpus or max_context)."
     )
 
 
@@ -116,6 +126,8 @@ class CapacityPlan(BaseModel):
     reasons: list[Reason]
     engine_account: KvAccount
     """The engine's own accounting, step by step, and the lines it would print."""
+    inverse: InverseAnswer | None = None
+    """find=min_gpus or max_context: the answer, and the layout this plan is for."""
     engine_source: EngineSource | None
     checkpoint_via: str
     warnings: list[str]

@@ -14,6 +14,7 @@ def plan_text(p: CapacityPlan) -> str:
         f"{p.gpu.compute_capability}; {p.gpus_from}), context {p.context_length:,}, KV "
         f"{p.kv_cache_dtype}, speculative {p.speculative}",
         f"verdict: {p.verdict}",
+        *([f"answer ({p.inverse.question}): {p.inverse.answer}"] if p.inverse else []),
         f"weight bytes per GPU: {p.weight_bytes_per_gpu:,} ({gib(p.weight_bytes_per_gpu)}) "
         f"of {p.weight_bytes_total:,} in the checkpoint",
         f"KV bytes per token per GPU: {p.kv_bytes_per_token_per_gpu:,} = {p.kv_formula}",
