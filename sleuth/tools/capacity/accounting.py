@@ -65,7 +65,7 @@ def account(s: EngineSetup, shape: ModelShape, weights: int) -> KvAccount:
     else:
         budget = int(s.memory_bytes * s.fraction)
         how = f"{s.memory_bytes / GIB:.2f} GiB (CUDA total) × {s.fraction}"
-        terms = [_weights(weights), _rotary(s, shape)]
+        terms = [_weights(weights, s.engine), _rotary(s, shape)]
         terms += (
             _sglang_terms(s, shape, budget - sum(t.bytes for t in terms))
             if s.engine == "sglang"
@@ -99,14 +99,14 @@ def account(s: EngineSetup, shape: ModelShape, weights: int) -> KvAccount:
     )
 
 
-def _weights(weights: int) -> Term:
+def _weights(weights: int, engine: str) -> Term:
     return Term(
         name="weights",
         bytes=weights,
-        how=f"{weights:,} B of tensors on this GPU (checkpoint bytes sharded as the engine "
-        "shards them)",
-        source="vllm/v1/worker/gpu_model_runner.py load_model ('Model loading took'); "
-        f"{SG}model_executor/model_runner.py load_model",
+        how="the checkpoint's tensor bytes on this GPU, sharded as the engine shards them",
+        source=f"{SG}model_executor/model_runner.py load_model"
+        if engine == "sglang"
+        else "vllm 0.19.0 vllm/v1/worker/gpu_model_runner.py:4820 ('Model loading took')",
     )
 
 
