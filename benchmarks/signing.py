@@ -36,8 +36,8 @@ from sleuth.transcripts.events import (
 )
 from sleuth.transcripts.ledger import ledger_path
 from sleuth.transcripts.seal import Seal, write_detached
-from sleuth.transcripts.sign import head_bytes, sign
-from sleuth.transcripts.signing_keys import Signer, find_signer
+from sleuth.transcripts.sign import Signer, head_bytes, sign
+from sleuth.transcripts.signing_keys import find_signer
 from sleuth.transcripts.store import TranscriptWriter
 from sleuth.transcripts.verify import verify
 

@@ -15,8 +15,16 @@ from sleuth.transcripts.allowed_signers import (
     matches_pattern_list,
     read_allowed_signers,
 )
-from sleuth.transcripts.sign import NAMESPACE, SignatureError, check, head_bytes, parse, sign
-from sleuth.transcripts.signing_keys import SigningKeyError, find_signer
+from sleuth.transcripts.sign import (
+    NAMESPACE,
+    SignatureError,
+    SigningKeyError,
+    check,
+    head_bytes,
+    parse,
+    sign,
+)
+from sleuth.transcripts.signing_keys import find_signer
 from tests.signing_support import Key, allow, make_key, need
 
 MESSAGE = head_bytes("ab12cd34ef56", 41, "9f" * 32)

@@ -12,7 +12,7 @@ import hashlib
 import uuid
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
@@ -34,8 +34,10 @@ from sleuth.transcripts.events import (
     ToolSpec,
     Totals,
 )
-from sleuth.transcripts.seal import Seal
 from sleuth.transcripts.store import TranscriptWriter, canonical_json
+
+if TYPE_CHECKING:  # a run that signs imports the SSH stack, `sleuth tool` never does
+    from sleuth.transcripts.seal import Seal
 
 VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
 

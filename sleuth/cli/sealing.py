@@ -17,7 +17,8 @@ from sleuth.cli.common import EXIT_USAGE, err_console, fail
 from sleuth.config import Settings
 from sleuth.transcripts.ledger import ledger_path
 from sleuth.transcripts.seal import Seal
-from sleuth.transcripts.signing_keys import SigningKeyError, describe, find_signer
+from sleuth.transcripts.sign import SigningKeyError
+from sleuth.transcripts.signing_keys import describe, find_signer
 
 NoSign = Annotated[
     bool,

@@ -20,12 +20,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paramiko.ssh_exception import SSHException
-
 from sleuth.transcripts.events import ErrorEvent, SignatureEvent
 from sleuth.transcripts.ledger import LedgerEntry, LedgerError, append_entry
-from sleuth.transcripts.sign import fingerprint, head_bytes, sign
-from sleuth.transcripts.signing_keys import Signer, SigningKeyError
+from sleuth.transcripts.sign import Signer, SigningKeyError, fingerprint, head_bytes, sign
 from sleuth.transcripts.store import Head
 
 SIGNING = "sign"
@@ -52,7 +49,7 @@ class Seal:
             return None
         try:
             armored = sign(signer, head_bytes(head.session_id, head.seq, head.hash))
-        except (SigningKeyError, SSHException, OSError) as exc:
+        except (SigningKeyError, OSError) as exc:
             message = f"signing stopped: {exc}; the events after seq {head.seq} are not signed"
             self.warnings.append(message)
             self.close()
@@ -73,7 +70,7 @@ class Seal:
                 armored = sign(self.signer, head_bytes(head.session_id, head.seq, head.hash))
                 write_detached(detached_path(path), armored)
                 signed_by = fingerprint(self.signer.public_blob)
-            except (SigningKeyError, SSHException, OSError) as exc:
+            except (SigningKeyError, OSError) as exc:
                 self.warnings.append(f"the end of {path} is not signed: {exc}")
         if self.ledger is None:
             return

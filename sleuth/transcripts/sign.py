@@ -27,9 +27,6 @@ import struct
 from dataclasses import dataclass
 from typing import Protocol
 
-from paramiko import Message, PKey
-from paramiko.ssh_exception import SSHException
-
 NAMESPACE = "sleuth-transcript"
 HASH_ALGORITHM = "sha512"
 HEAD_VERSION = "sleuth-transcript-head v1"
@@ -56,6 +53,11 @@ class SignatureError(Exception):
     which."""
 
 
+class SigningKeyError(Exception):
+    """A key cannot sign (unreadable, passphrase-protected, the agent gone); the message says
+    how to fix it, or to pass --no-sign."""
+
+
 class Signer(Protocol):
     """An SSH key that can sign: a key file's, or one held by ssh-agent."""
 
@@ -70,8 +72,11 @@ class Signer(Protocol):
         ...
 
     def sign_data(self, data: bytes) -> bytes:
-        """The SSH signature blob (string algorithm, string signature) over `data`."""
+        """The SSH signature blob (string algorithm, string signature) over `data`;
+        SigningKeyError when the key cannot sign."""
         ...
+
+    def close(self) -> None: ...
 
 
 def head_bytes(session_id: str, seq: int, event_hash: str) -> bytes:
@@ -183,6 +188,11 @@ def check(signature: SshSignature, message: bytes, namespace: str = NAMESPACE) -
     algorithm = _Reader(signature.signature).string().decode("ascii", "replace")
     if kind == "ssh-rsa" and algorithm not in RSA_ALGORITHMS:
         raise SignatureError(f"RSA signature algorithm {algorithm!r} is not rsa-sha2-512/256")
+    # paramiko is imported here, not at the top: reading a transcript's schema (every --json
+    # command's) must not load the SSH stack.
+    from paramiko import Message, PKey
+    from paramiko.ssh_exception import SSHException
+
     try:
         key = PKey.from_type_string(kind, signature.public_blob)
         valid = key.verify_ssh_sig(

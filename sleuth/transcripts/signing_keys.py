@@ -19,15 +19,11 @@ from pathlib import Path
 from paramiko import Agent, AgentKey, PKey
 from paramiko.ssh_exception import PasswordRequiredException, SSHException
 
-from sleuth.transcripts.sign import KEY_TYPES, fingerprint, key_type
+from sleuth.transcripts.sign import KEY_TYPES, Signer, SigningKeyError, fingerprint, key_type
 
 PREFERENCE = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384")
 """Agent keys picked first, in this order; then ecdsa-521 and RSA."""
 RSA_SIGNATURE = "rsa-sha2-512"
-
-
-class SigningKeyError(Exception):
-    """The configured key cannot sign; the message says how to fix it (or to pass --no-sign)."""
 
 
 class KeySigner:
@@ -39,7 +35,10 @@ class KeySigner:
 
     def sign_data(self, data: bytes) -> bytes:
         algorithm = RSA_SIGNATURE if self._key.get_name() == "ssh-rsa" else None
-        return self._key.sign_ssh_data(data, algorithm).asbytes()
+        try:
+            return self._key.sign_ssh_data(data, algorithm).asbytes()
+        except (SSHException, ValueError) as exc:
+            raise SigningKeyError(f"{self.source} did not sign: {exc}") from exc
 
     def close(self) -> None:
         return None
@@ -65,9 +64,6 @@ class AgentSigner:
 
     def close(self) -> None:
         self._agent.close()
-
-
-Signer = KeySigner | AgentSigner
 
 
 def describe(signer: Signer) -> str:
