@@ -217,19 +217,38 @@ def test_an_event_after_session_ended_is_refused_or_flagged_by_every_reader(
     assert resumed.exit_code == 1 and "after session_ended" in resumed.output
 
 
-def test_a_torn_tail_is_named_and_resume_goes_on_with_a_repair_event(
-    project: Path, alice: Key, tmp_path: Path
-) -> None:
+def died_in_third_turn(project: Path, tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """A signed run cut where it would be had it died in its third turn's model call: no
+    `.sig` (written at the end only) and no ledger entry (the ledger would tell the cut)."""
     _, path = ask(project)
     raws = events(path)
-    # The run died in its third turn's model call: what the writer had written by then, and
-    # no ledger entry (the ledger would tell the cut from the recorded end).
     (tmp_path / "state" / "sleuth" / "ledger.jsonl").unlink()
     cut = [i for i, r in enumerate(raws) if r["type"] == "model_turn"][2]
     kept = raws[:cut]
     assert kept[-1]["type"] == "signature"
     write_events(path, kept, rechain=False)
-    Path(f"{path}.sig").unlink()  # written at the end only: a run that died has none
+    Path(f"{path}.sig").unlink()
+    return path, kept
+
+
+def test_a_signed_run_resumed_without_a_key_says_so_and_is_integrity_only(
+    project: Path, alice: Key, tmp_path: Path
+) -> None:
+    path, kept = died_in_third_turn(project, tmp_path)
+    resumed = sleuth(project, "resume", str(path), "--no-sign", "--json")
+    assert resumed.exit_code == 0, resumed.output
+    assert events(path)[len(kept)]["where"] == "sign"
+    signers = allow(tmp_path, [("alice@example.com", alice)])
+    code, report = verified(project, path, "--allowed-signers", str(signers))
+    assert (code, report["verdict"]) == (3, "integrity_only")
+    assert "resumed without a key" in report["integrity_only"]
+    assert report["signed_events"] == len(kept)
+
+
+def test_a_torn_tail_is_named_and_resume_goes_on_with_a_repair_event(
+    project: Path, alice: Key, tmp_path: Path
+) -> None:
+    path, kept = died_in_third_turn(project, tmp_path)
     torn = b'{"seq":%d,"ts":"2026-' % len(kept)
     with open(path, "ab") as handle:
         handle.write(torn)

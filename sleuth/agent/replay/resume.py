@@ -32,10 +32,15 @@ from sleuth.agent.replay.recorded import NotVerified, Recorded, read_recorded
 from sleuth.agent.session import brain_options, describe_hosts, versions
 from sleuth.config import Budget, Settings
 from sleuth.tools.context import ToolContext
-from sleuth.transcripts.events import SessionStarted
+from sleuth.transcripts.events import ErrorEvent, SessionStarted, SignatureEvent
 from sleuth.transcripts.recording import Recording
-from sleuth.transcripts.seal import Seal
+from sleuth.transcripts.seal import SIGNING, Seal
 from sleuth.transcripts.store import TranscriptWriter
+
+UNSIGNED_RESUME = (
+    "signing stopped: the run was signed, and is resumed without a key (none found, or "
+    "--no-sign); the events from here on are not signed"
+)
 
 
 def resumable(source: Path | Recorded) -> Recorded:
@@ -79,6 +84,10 @@ def resume_investigation(
     start = recording.start
     brain = brain or rebuild_brain(start, settings, env=env)[0]
     writer = TranscriptWriter.reopen(recorded.path, recorded.loaded, seal)
+    signed = any(isinstance(e, SignatureEvent) for e in recorded.events)
+    if signed and (seal is None or seal.signer is None):
+        # Said in the file, so `verify` reads the unsigned rest as a choice, not as tampering.
+        writer.append(ErrorEvent(where=SIGNING, message=UNSIGNED_RESUME))
     writer.append(
         start.model_copy(
             update={
