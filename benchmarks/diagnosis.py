@@ -29,12 +29,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from sleuth.tools.serving.diagnose import diagnose
 from sleuth.tools.serving.diagnose_lines import split_lines
 from tests.sshd import SSHServer

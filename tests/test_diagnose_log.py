@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sleuth.agent.calls import execute
 from sleuth.cli import app
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from sleuth.tools.serving.diagnose_log import TAIL_BYTES
 
 CORPUS = Path(__file__).parent / "fixtures" / "engine_logs"

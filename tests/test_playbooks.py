@@ -130,7 +130,7 @@ def test_engine_support_for_a_flag_lists_files_and_lines(
     assert finding.verdict == "yes" and finding.grounded
     assert "server_args.py" in finding.claim
     grep = next(c for c in calls(result) if c.tool == "grep")
-    assert "server_args.py:4:" in grep.output
+    assert "server_args.py:4:" in grep.result.output
 
 
 def test_environment_without_gpu_is_an_answer(ctx: ToolContext, tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_environment_without_gpu_is_an_answer(ctx: ToolContext, tmp_path: Path) 
     assert result.status == "answered"
     gpu = next(f for f in result.findings if "GPU" in f.claim)
     assert gpu.grounded and gpu.verdict == "no"
-    assert all(c.ok for c in calls(result))
+    assert all(c.result.ok for c in calls(result))
 
 
 def test_an_unroutable_question_lists_the_families(tmp_path: Path, deployment: Path) -> None:
@@ -322,7 +322,7 @@ def test_speculative_decoding_gain_is_measured_without_and_with_and_compared(
     compared = next(c for c in calls(result) if c.tool == "compare_benchmarks")
     tpot = next(
         m
-        for m in compared.data["phases"][0]["metrics"]
+        for m in compared.result.data["phases"][0]["metrics"]
         if (m["metric"], m["stat"]) == ("tpot", "p50")
     )
     assert tpot["significant"] and tpot["rel_diff"] == pytest.approx(-0.5, abs=0.1)

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
-from sleuth.tools.results import ToolResult
+from sleuth.transcripts.results import ToolResult
 from tests.test_preflight import World, free_port, llama
 
 SERVER = str(Path(__file__).with_name("streaming_server.py"))

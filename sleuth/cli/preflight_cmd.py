@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from sleuth.agent.session import record_cli_call
+from sleuth.agent.session import run_cli_call
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -25,8 +25,6 @@ from sleuth.config import ConfigError
 from sleuth.errors import ErrorKind
 from sleuth.outputs import ToolOutput
 from sleuth.tools.context import build_context
-from sleuth.tools.registry import execute
-from sleuth.transcripts.redact import redact_obj
 from sleuth.transcripts.store import TranscriptError
 
 
@@ -79,11 +77,9 @@ def preflight(
         fail(str(exc), EXIT_USAGE)
     try:
         with err_console.status(f"preflight on {host}", spinner="dots"):
-            result = redact_obj(execute(ctx, "preflight", inputs))
-        try:
-            transcript = record_cli_call(transcripts, ctx, "preflight", inputs, result)
-        except TranscriptError as exc:
-            fail(str(exc))
+            result, transcript = run_cli_call(transcripts, ctx, "preflight", inputs)
+    except TranscriptError as exc:
+        fail(str(exc))
     finally:
         ctx.close()
     if as_json:

@@ -434,3 +434,17 @@ _HANDLERS: dict[type, Callable[[Any], Any]] = {
     dict: _redact_mapping,
     list: lambda items: [redact_obj(item) for item in items],
 }
+
+
+def redact_data(value: Any) -> Any:
+    """Structured data as it may leave the process (tool results, `--json`, MCP
+    `structuredContent`): every string redacted as `redact_obj` does, dict keys included."""
+    return _redact_keys(redact_obj(value))
+
+
+def _redact_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {(redact(k) if isinstance(k, str) else k): _redact_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_redact_keys(item) for item in value)
+    return value

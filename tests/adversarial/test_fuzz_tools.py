@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost, RunResult
 from sleuth.hosts.policy import SandboxedHost
@@ -41,8 +42,8 @@ from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
 from sleuth.tools.files.read_lines import READ_LINES_SCRIPT
-from sleuth.tools.registry import all_tools, execute
-from sleuth.tools.results import ToolResult
+from sleuth.tools.registry import all_tools
+from sleuth.transcripts.results import ToolResult
 from tests.sshd import SSHServer
 
 from . import figures

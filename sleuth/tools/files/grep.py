@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 from sleuth.tools.context import ToolContext
 from sleuth.tools.files import redacted_grep
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolResult, cap_output
+from sleuth.tools.results import cap_output
+from sleuth.transcripts.results import ToolResult
 
 
 class GrepInput(ToolInput):

@@ -12,7 +12,8 @@ from sleuth.tools.context import ToolContext
 from sleuth.tools.files.failure import command_failure
 from sleuth.tools.files.keyed_secrets import scan_paths, too_big
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
+from sleuth.transcripts.results import ToolResult
 
 LINE_BYTES = 4096
 # `cut` streams, so a file of one enormous line costs no memory, where `sed` alone would hold it.

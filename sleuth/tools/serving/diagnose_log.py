@@ -15,10 +15,11 @@ from sleuth.hosts.host import HostError
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
 from sleuth.tools.serving.diagnose import Diagnosis, diagnose, render
 from sleuth.tools.serving.diagnose_facts import Engine
 from sleuth.tools.serving.diagnose_lines import split_lines
+from sleuth.transcripts.results import ToolResult
 
 TAIL_BYTES = 1 << 20
 """At most this much of the end of a log file is read: the failure is at the end."""

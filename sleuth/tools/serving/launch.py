@@ -19,7 +19,7 @@ from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.capacity.launch_check import KvCheck, check_launch
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
 from sleuth.tools.serving.ctl import CtlRefused, LogText, ServerRecord, Started, ctl
 from sleuth.tools.serving.data import LaunchData, Milestone, RefusedLaunch
 from sleuth.tools.serving.diagnose import Diagnosis, diagnose, render
@@ -29,11 +29,13 @@ from sleuth.tools.serving.launch_input import (
     LaunchServerInput,
     checked_env,
     command_line,
+    planned_command_line,
     ready_spec,
 )
 from sleuth.tools.serving.preflight import PreflightReport, run_preflight
 from sleuth.tools.serving.readiness import Watch, wait_ready
 from sleuth.tools.serving.stop import stop_quietly
+from sleuth.transcripts.results import ToolResult
 
 # Environment names whose values are scrubbed from server output shown to the model.
 SECRET_ENV_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
@@ -43,11 +45,7 @@ MODULE_NOTE = (
 )
 
 
-def _launch_argv(ctx: ToolContext, args: LaunchServerInput) -> list[str]:
-    return command_line(ctx.host(args.host), args)[0]
-
-
-@tool(mutating=True, argv=_launch_argv)
+@tool(mutating=True, argv=planned_command_line)
 def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     """Start an inference server on a host and wait until it is ready or has failed.
 

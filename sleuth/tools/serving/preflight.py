@@ -21,12 +21,13 @@ from pydantic import BaseModel
 from sleuth.tools.context import ToolContext
 from sleuth.tools.environment.python_env import PYTHON_NAME
 from sleuth.tools.registry import tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
 from sleuth.tools.serving.diagnose import Diagnosis, render
 from sleuth.tools.serving.launch_input import EngineLaunch
 from sleuth.tools.serving.preflight_checks import PreflightCheck, model_checks
 from sleuth.tools.serving.preflight_facts import gather
 from sleuth.tools.serving.preflight_host_checks import host_checks
+from sleuth.transcripts.results import ToolResult
 
 
 class PreflightReport(BaseModel):

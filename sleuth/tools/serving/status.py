@@ -16,7 +16,7 @@ from pydantic import Field
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolResult, cap_output
+from sleuth.tools.results import cap_output
 from sleuth.tools.serving.ctl import (
     SERVER_ID_PATTERN,
     HttpAnswer,
@@ -27,6 +27,7 @@ from sleuth.tools.serving.ctl import (
 )
 from sleuth.tools.serving.data import ServerList, ServerStatus, ServerSummary, VllmMetrics
 from sleuth.tools.serving.stop import stop_command
+from sleuth.transcripts.results import ToolResult
 
 # What server_status fetches; /server_info is the newer name of SGLang's /get_server_info.
 STATUS_PATHS = {

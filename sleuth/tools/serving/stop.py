@@ -9,9 +9,9 @@ from pydantic import Field
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolResult
 from sleuth.tools.serving.ctl import SERVER_ID_PATTERN, Stopped, ctl
 from sleuth.tools.serving.data import StopData
+from sleuth.transcripts.results import ToolResult
 
 
 class StopServerInput(ToolInput):
