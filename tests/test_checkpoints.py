@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program.checkpoint_probe import _is_aux, group_names
+from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.context import ToolContext
 from tests import checkpoint_fixtures as fx
 
@@ -83,6 +85,17 @@ def test_qwen_style_mtp_heads_found_and_tensors_match_safe_open(tmp_path: Path) 
         "mtp_use_dedicated_embeddings": False,
     }
     assert s["via"] == "local-python"
+
+
+def test_the_weight_map_reads_back_as_the_model_with_each_names_parts(tmp_path: Path) -> None:
+    folder = tmp_path / "ds"
+    tensors = fx.tiny_deepseek_mtp(folder)
+    s = CheckpointSummary.model_validate(summary(tmp_path, folder))
+    texts = {tuple(re.split(r"\d+", name)) for name in tensors}
+    assert {tuple(p.parts) for p in s.weight_map} == texts
+    for p in s.weight_map:  # the rendered pattern is the parts with the numbers between them
+        assert re.fullmatch(r"(?:\d+|\{[\d.,]+\})".join(map(re.escape, p.parts)), p.pattern)
+    assert sum(p.count for p in s.weight_map) == len(tensors)
 
 
 def test_deepseek_style_mtp_layer_past_num_hidden_layers(tmp_path: Path) -> None:

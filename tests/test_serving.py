@@ -247,6 +247,50 @@ def test_stop_kills_the_whole_group_even_what_ignores_sigterm(
     assert again.ok and again.data["was_running"] == []
 
 
+# A worker that leaves its parent's process group and session, as an engine's worker
+# processes may: killing the group alone would leave it running.
+SETSID_WORKER = "import os, time; os.setsid(); time.sleep(300)  # sleuth-test-worker"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_stop_ends_a_worker_that_left_the_group_and_status_shows_it(
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
+    ctx = contexts()
+    port = free_port()
+    argv = ["sh", "-c", f'"$0" -c "{SETSID_WORKER}" & exec "$0" "$@"', *synthetic(port)]
+    result = launch(
+        ctx, where, engine="command", command=argv, ready_log_line=READY_LINE, timeout_s=30
+    )
+    assert result.ok, result.output
+    status = execute(ctx, "server_status", {"host": where, "server_id": result.data["server_id"]})
+    workers = [
+        p
+        for p in status.data["processes"]
+        if p["cmd"].startswith(sys.executable) and "sleuth-test-worker" in p["cmd"]
+    ]
+    assert len(workers) == 1, status.data["processes"]
+    worker = workers[0]["pid"]
+    assert worker not in live_members(result.data["pgid"])  # outside the group
+    assert f"pid {worker}" in status.output
+    stop = execute(ctx, "stop_server", {"host": where, "server_id": result.data["server_id"]})
+    assert stop.ok and stop.data["gone"], stop.output
+    assert worker in stop.data["was_running"]
+    deadline = time.monotonic() + 5
+    while pid_alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(worker)
+    after = execute(ctx, "server_status", {"host": where, "server_id": result.data["server_id"]})
+    assert after.data["processes"] == [] and not after.data["alive"]
+
+
 @pytest.mark.parametrize("then", ["exit 1", "sleep 300"])
 def test_failure_line_ends_the_wait_with_the_log_tail(
     contexts: Callable[..., ToolContext], where: str, then: str
@@ -516,11 +560,13 @@ def test_engine_preset_runs_end_to_end(
         "timeout_s": 30,
         "python": str(bin_dir / "python"),
         "speculative": {"algorithm": "NEXTN", "num_steps": 3},
+        # The stand-in is no engine and the folder no model: preflight would rightly refuse.
+        "preflight": False,
     }
     result = launch(ctx, where, **fields)
     assert result.ok, result.output
     expected = build_argv(
-        LaunchOptions(**{k: v for k, v in fields.items() if k not in ("timeout_s",)})
+        LaunchOptions(**{k: v for k, v in fields.items() if k not in ("timeout_s", "preflight")})
     )
     assert result.data["argv"] == expected
     assert (bin_dir / "argv.txt").read_text().splitlines() == expected[1:]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
@@ -29,6 +29,7 @@ from sleuth.errors import HostError
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import all_tools
 from sleuth.transcripts.events import (
+    BrainOptions,
     HostInfo,
     SessionEnded,
     SessionStarted,
@@ -37,6 +38,9 @@ from sleuth.transcripts.events import (
 )
 from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.store import TranscriptWriter, canonical_json
+
+if TYPE_CHECKING:  # a run that signs imports the SSH stack, `sleuth tool` never does
+    from sleuth.transcripts.seal import Seal
 
 VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
 
@@ -117,6 +121,13 @@ def host_groups(ctx: ToolContext) -> dict[str, list[str]]:
     return {name: list(group.members) for name, group in ctx.groups.items() if group.members}
 
 
+def brain_options(brain: Brain) -> BrainOptions:
+    """What the brain was built with beyond its provider and model, read from the brain as
+    built (a brain lacks the settings it has no use for), so a resume can build it again."""
+    fields = BrainOptions.model_fields
+    return BrainOptions.model_validate({name: getattr(brain, name, None) for name in fields})
+
+
 def new_session_id() -> str:
     return uuid.uuid4().hex[:12]
 
@@ -130,9 +141,12 @@ def start_investigation(
     *,
     observer: Observer | None = None,
     approval_mode: str = "deny",
+    seal: Seal | None = None,
 ) -> Investigation:
+    """Write session_started and build the loop; `seal` signs the transcript and records its
+    end in the ledger."""
     session_id = new_session_id()
-    writer = TranscriptWriter.create(transcripts, session_id)
+    writer = TranscriptWriter.create(transcripts, session_id, seal)
     hosts = describe_hosts(ctx)
     tools = tool_specs()
     price = price_for(brain.model, settings.prices)
@@ -143,7 +157,13 @@ def start_investigation(
         # None for a model with no price: its cost is not tracked, and this says so.
         "price": price.model_dump() if price else None,
     }
-    params = {"brain": brain.name, "model": brain.model, "policy": policy}
+    options = brain_options(brain)
+    params = {
+        "brain": brain.name,
+        "model": brain.model,
+        "options": options.model_dump(),
+        "policy": policy,
+    }
     start = SessionStarted(
         session_id=session_id,
         question=question,
@@ -157,6 +177,7 @@ def start_investigation(
         system_hash=sha256_of(system),
         tools_hash=tools_hash(tools),
         params_hash=sha256_of({**params, "budget": settings.budget.model_dump()}),
+        brain_options=options,
         groups=host_groups(ctx),
     )
     writer.append(start)

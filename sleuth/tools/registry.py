@@ -37,13 +37,20 @@ from sleuth.tools.results import ToolError
 from sleuth.transcripts.results import ToolResult
 
 TOOL_MODULES = (
-    "sleuth.tools.files.file_tools",
-    "sleuth.tools.checkpoints.checkpoint_tools",
+    "sleuth.tools.files.read_lines",
+    "sleuth.tools.files.grep",
+    "sleuth.tools.files.list_dir",
+    "sleuth.tools.files.read_json",
+    "sleuth.tools.checkpoints.safetensors_header",
+    "sleuth.tools.checkpoints.checkpoint_summary",
+    "sleuth.tools.environment.python_env",
+    "sleuth.tools.environment.gpu_info",
     "sleuth.tools.capacity.capacity_plan",
-    "sleuth.tools.environment.env_tools",
     "sleuth.tools.serving.launch",
     "sleuth.tools.serving.status",
     "sleuth.tools.serving.stop",
+    "sleuth.tools.serving.diagnose_log",
+    "sleuth.tools.serving.preflight",
     "sleuth.tools.serving.processes",
     "sleuth.tools.bench.run_benchmark",
     "sleuth.tools.bench.compare_benchmarks",

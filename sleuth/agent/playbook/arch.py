@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries
 from sleuth.agent.playbook.plan import Family, Plan, Question, Report, Result, summary_text
-from sleuth.tools.checkpoints.checkpoint_tools import CheckpointSummary
+from sleuth.tools.checkpoints.models import CheckpointSummary
 
 SHOWN = ("architectures", "num_hidden_layers", "hidden_size", "num_experts", "num_experts_per_tok")
 """The config facts a summary names, in this order."""

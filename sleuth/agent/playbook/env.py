@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from sleuth.agent.playbook.plan import Call, Family, Plan, Question, Report, Result, summary_text
-from sleuth.tools.environment.env_tools import GPU, PythonEnv
+from sleuth.tools.environment.gpu_info import GPU
+from sleuth.tools.environment.python_env import PythonEnv
 
 
 def plan_env(q: Question) -> Plan:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries
 from sleuth.agent.playbook.plan import Call, Family, Plan, Question, Report, Result, summary_text
 from sleuth.agent.playbook.sources import engine_dir, engine_report
-from sleuth.tools.checkpoints.checkpoint_tools import CheckpointSummary
+from sleuth.tools.checkpoints.models import CheckpointSummary
 
 
 def plan_mtp(q: Question) -> Plan:

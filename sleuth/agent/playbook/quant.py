@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries
 from sleuth.agent.playbook.plan import Family, Plan, Question, Report, Result, summary_text
-from sleuth.tools.checkpoints.checkpoint_tools import CheckpointSummary
+from sleuth.tools.checkpoints.models import CheckpointSummary
 
 
 def plan_quant(q: Question) -> Plan:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sleuth.agent.playbook.plan import Question, Report, Result
-from sleuth.tools.environment.env_tools import PythonEnv
+from sleuth.tools.environment.python_env import PythonEnv
 
 
 def is_engine_path(path: str) -> bool:

@@ -789,6 +789,7 @@ def _weights(
                 "count": math.prod(len(v) for v in rect),
                 "dtype": dtype,
                 "shape": list(shape),
+                "parts": list(texts),
             })  # fmt: skip
     patterns.sort(key=lambda p: (_natural(str(p["pattern"])), str(p["dtype"])))
     return shard_info, patterns

@@ -1,22 +1,19 @@
-"""What capacity planning reads from a checkpoint: the model's shape and its weights per GPU.
+"""What capacity planning reads from a model's config.json: its attention and layer shape.
 
-The shape comes from config.json (text_config first, as multimodal wrappers nest it); the
-weights from the real tensor bytes in the shard headers, as checkpoint_summary collapsed
-them into patterns, sharded the way the engines shard them.
+text_config is read first, as multimodal wrappers nest it; each value keeps the config
+key it came from, as evidence for the reasons that rest on it.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any
 
 from pydantic import BaseModel
 
-from sleuth.hosts.program.checkpoint_probe import DTYPE_BITS
-
 
 class Evidence(BaseModel):
+    """Where a number came from (a config key, a header, an engine line) and what it says."""
+
     source: str
     quote: str
 
@@ -39,6 +36,11 @@ class ModelShape(BaseModel):
     experts: int | None = None
     moe_intermediate_size: int | None = None
     intermediate_size: int | None = None
+    hidden_size: int = 0
+    vocab_size: int = 0
+    experts_per_token: int = 0
+    rotary_dim: int = 0
+    """Width of the rotary cos/sin cache the engines build (head_dim × partial factor)."""
     dtype: str | None = None
     linear: dict[str, int] = {}
     """Gated-DeltaNet sizes of hybrid linear-attention models (Qwen3-Next, Qwen3.5)."""
@@ -59,6 +61,11 @@ _KEYS = {
     "max_position_embeddings": ("max_position_embeddings", "max_sequence_length"),
     "rope_scaling": ("rope_scaling", "rope_parameters"),
     "experts": ("num_experts", "n_routed_experts", "num_local_experts"),
+    "experts_per_token": ("num_experts_per_tok", "moe_topk", "num_experts_per_token"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "partial_rotary_factor": ("partial_rotary_factor",),
+    "sliding_window_pattern": ("sliding_window_pattern",),
+    "model_type": ("model_type",),
     "moe_intermediate_size": ("moe_intermediate_size",),
     "intermediate_size": ("intermediate_size",),
     "sliding_window": ("sliding_window",),
@@ -73,8 +80,8 @@ _KEYS = {
 }
 
 
-class ConfigError(Exception):
-    """config.json lacks what capacity planning needs; the message names the key."""
+class ModelConfigError(Exception):
+    """A model's config.json lacks what capacity planning needs; the message names the key."""
 
 
 def model_shape(config: dict[str, Any]) -> ModelShape:
@@ -95,7 +102,7 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
                 break
     for need in ("layers", "attention_heads"):
         if not isinstance(found.get(need), int):
-            raise ConfigError(f"config.json has no {_KEYS[need][0]}")
+            raise ModelConfigError(f"config.json has no {_KEYS[need][0]}")
     layers, heads = found["layers"], found["attention_heads"]
     mla = isinstance(found.get("kv_lora_rank"), int)
     hidden = found.get("hidden_size")
@@ -103,6 +110,10 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     if mla:
         head_dim = found.get("qk_nope_head_dim", 0) + found.get("qk_rope_head_dim", 0)
     full, linear, swa = _layer_kinds(found, layers)
+    factor = found.get("partial_rotary_factor")
+    rotary = int(head_dim * factor) if isinstance(factor, (int, float)) else head_dim
+    if mla:
+        rotary = found.get("qk_rope_head_dim") or 0
     lin = {
         k.removeprefix("linear_"): found[k]
         for k in _KEYS
@@ -128,6 +139,10 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
         experts=found.get("experts"),
         moe_intermediate_size=found.get("moe_intermediate_size"),
         intermediate_size=found.get("intermediate_size"),
+        hidden_size=hidden if isinstance(hidden, int) else 0,
+        vocab_size=found.get("vocab_size") or 0,
+        experts_per_token=found.get("experts_per_token") or 0,
+        rotary_dim=rotary,
         dtype=str(found["dtype"]) if found.get("dtype") else None,
         linear=lin,
         evidence=evidence,
@@ -135,7 +150,9 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
 
 
 def _layer_kinds(found: dict[str, Any], layers: int) -> tuple[int, int, int]:
-    """(full, linear, sliding) attention layers: `layer_types`, else `full_attention_interval`."""
+    """(full, linear, sliding) attention layers: `layer_types`, else `full_attention_interval`,
+    else `sliding_window_pattern` (every Nth layer global, Gemma 3), else Gemma 2's
+    alternation (even layers sliding, as its modelling code has it)."""
     types = found.get("layer_types")
     if isinstance(types, list) and types:
         kinds = [str(t) for t in types[:layers]]
@@ -146,6 +163,12 @@ def _layer_kinds(found: dict[str, Any], layers: int) -> tuple[int, int, int]:
     if isinstance(interval, int) and interval > 1:
         full = layers // interval
         return full, layers - full, 0
+    pattern = found.get("sliding_window_pattern")
+    if isinstance(pattern, int) and pattern > 1 and found.get("sliding_window"):
+        full = layers // pattern
+        return full, 0, layers - full
+    if found.get("model_type") == "gemma2" and found.get("sliding_window"):
+        return layers // 2, 0, layers - layers // 2
     return layers, 0, 0
 
 
@@ -180,94 +203,3 @@ def max_context(shape: ModelShape) -> tuple[int | None, str]:
     if base is None:
         return None, "config.json declares no max_position_embeddings"
     return base, f"max_position_embeddings = {base}"
-
-
-# ---------------------------------------------------------------- weights per GPU
-
-
-class WeightShare(BaseModel):
-    bytes_per_gpu: int
-    total_bytes: int
-    replicated_bytes: int
-    """Bytes every GPU holds whole: norms, routers, scalar scales."""
-    expert_bytes_per_gpu: int
-    mtp_bytes_per_gpu: int
-    """Included in bytes_per_gpu only when speculative decoding loads them."""
-    evidence: list[Evidence]
-
-
-_ROUTER = re.compile(r"(\.mlp\.gate\.|shared_expert_gate\.|\.router\.)")
-_EXPERT = re.compile(r"\.experts\.")
-_KV_PROJ = re.compile(r"\.(k_proj|v_proj)\.")
-_MTP = re.compile(r"(^|\.)mtp(_layers)?\.")
-_LAYER = re.compile(r"\.layers\.")
-
-
-def weights_per_gpu(
-    patterns: list[dict[str, Any]],
-    *,
-    tp: int,
-    pp: int,
-    ep: int,
-    kv_heads: int,
-    with_mtp: bool,
-    deepseek_mtp_bytes: int = 0,
-) -> WeightShare:
-    """Each pattern's real bytes divided the way the engines shard it.
-
-    Vocab-parallel embeddings, attention and dense MLP: ÷ tp. K/V projections: ÷ min(tp,
-    kv_heads) (kv heads are replicated past that). Routed experts: ÷ max(tp, ep) (experts
-    across ep, each split by tp ÷ ep). Norms, routers, 0-d scales: whole on every GPU.
-    Layer weights ÷ pp (a stage's share); embeddings, head and final norm counted whole, a
-    bound for the first and last stage; MTP only when loaded.
-    """
-    total = replicated = experts = mtp = 0
-    layer_bytes = other = 0
-    biggest: list[tuple[int, dict[str, Any]]] = []
-    for p in patterns:
-        name, shape = str(p["pattern"]), list(p["shape"])
-        nbytes = p["count"] * math.prod(shape) * DTYPE_BITS.get(str(p["dtype"]), 16) // 8
-        total += nbytes
-        if len(shape) <= 1 or _ROUTER.search(name):
-            share = nbytes
-            replicated += nbytes
-        elif _EXPERT.search(name) and "shared_expert" not in name:
-            share = -(-nbytes // max(tp, ep))
-            experts += share
-        elif _KV_PROJ.search(name):
-            share = -(-nbytes // min(tp, max(1, kv_heads)))
-        else:
-            share = -(-nbytes // tp)
-        if _MTP.search(name):
-            mtp += share
-            continue
-        if _LAYER.search(name):
-            layer_bytes += share
-        else:
-            other += share
-        biggest.append((nbytes, p))
-    mtp += deepseek_mtp_bytes // tp
-    layer_bytes -= deepseek_mtp_bytes // tp
-    per_gpu = -(-layer_bytes // pp) + other + (mtp if with_mtp else 0)
-    biggest.sort(key=lambda x: -x[0])
-    evidence = [
-        Evidence(
-            source="safetensors headers (the weight map checkpoint_summary reports)",
-            quote=pattern_line(p),
-        )
-        for _, p in biggest[:2]
-    ]
-    return WeightShare(
-        bytes_per_gpu=per_gpu,
-        total_bytes=total,
-        replicated_bytes=replicated,
-        expert_bytes_per_gpu=experts,
-        mtp_bytes_per_gpu=mtp,
-        evidence=evidence,
-    )
-
-
-def pattern_line(p: dict[str, Any]) -> str:
-    """A weight-map pattern as checkpoint_summary prints it."""
-    count = f" ×{p['count']}" if p["count"] > 1 else ""
-    return f"{p['pattern']}{count} {p['dtype']}{list(p['shape'])}"

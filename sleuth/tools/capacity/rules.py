@@ -3,7 +3,8 @@
 A reader checks each function against the cited line. SGLang rules were read from the
 sglang 0.5.23 wheel (PyPI); vLLM rules from vllm-project/vllm at the commit named in each
 citation. On a host where the engine is installed, `capacity_plan` reads the installed
-code for the rules it relies on and quotes those lines instead (engine_source.py).
+code for the rules it relies on and quotes those lines instead (source.py). The
+quantisation floors are in quant_rules.py.
 """
 
 from __future__ import annotations
@@ -25,99 +26,94 @@ class Rule(BaseModel):
     quote: str
 
 
-def _sg(path: str, line: int, quote: str) -> Rule:
+def sglang_rule(path: str, line: int, quote: str) -> Rule:
     return Rule(source=f"{SGLANG_VERSION} python/sglang/srt/{path}:{line}", quote=quote)
 
 
-def _vl(path: str, where: str, quote: str) -> Rule:
+def vllm_rule(path: str, where: str, quote: str) -> Rule:
     return Rule(source=f"vllm {path} {where}", quote=quote)
 
 
-SG_KV_HEADS = _sg(
+SG_KV_HEADS = sglang_rule(
     "configs/model_config.py", 1711, "return max(1, total_num_kv_heads // kv_tensor_parallel_size)"
 )
-SG_MHA_CELL = _sg(
+SG_MHA_CELL = sglang_rule(
     "model_executor/pool_configurator.py",
     495,
     "n * (model_config.head_dim + model_config.v_head_dim) * effective_num_layers * kv_size",
 )
-SG_MLA_CELL = _sg(
+SG_MLA_CELL = sglang_rule(
     "model_executor/pool_configurator.py",
     379,
     "calculate_mla_kv_cache_dim(...) * effective_num_layers * kv_size "
     "(kv_lora_rank + qk_rope_head_dim, mem_cache/kv_cache_configurator.py:3419)",
 )
-SG_FP4_SCALES = _sg(
+SG_FP4_SCALES = sglang_rule(
     "model_executor/pool_configurator.py",
     390,
     "cell_size = (cell_size // 2) + ((kv_lora_rank + qk_rope_head_dim) // scale_block_size) "
     "* effective_num_layers * kv_size  (scale_block_size = 16)",
 )
-SG_HYBRID_LAYERS = _sg(
+SG_HYBRID_LAYERS = sglang_rule(
     "model_executor/pool_configurator.py",
     235,
     "if mambaish := mambaish_config(kvc.model_config): "
     "num_layers = len([i for i in mambaish.full_attention_layer_ids ...])",
 )
-SG_MAMBA_SPLIT = _sg(
+SG_MAMBA_SPLIT = sglang_rule(
     "arg_groups/fields/schedule.py",
     225,
     "mamba_full_memory_ratio: 'The ratio of mamba state memory to full kv cache memory.' "
     "fallback=0.9",
 )
-SG_SWA_CELL = _sg(
+SG_SWA_CELL = sglang_rule(
     "model_executor/pool_configurator.py",
     799,
     "self._full_cell_bytes() + self._swa_full_tokens_ratio * self._swa_cell_bytes()",
 )
-SG_SWA_RATIO = _sg("arg_groups/fields/schedule.py", 160, "swa_full_tokens_ratio ... fallback=0.8")
-SG_DRAFT_KV = _sg(
+SG_SWA_RATIO = sglang_rule(
+    "arg_groups/fields/schedule.py", 160, "swa_full_tokens_ratio ... fallback=0.8"
+)
+SG_DRAFT_KV = sglang_rule(
     "model_executor/pool_configurator.py",
     311,
     "draft_kv_size = int(self._cell_size * draft_num_layers / int(num_layers))",
 )
-SG_POOL = _sg(
+SG_POOL = sglang_rule(
     "mem_cache/kv_cache_configurator.py",
     3038,
     "rest_memory = available_gpu_memory - slack_gb - mm_reservation_gb  "
     "(slack_gb = pre_model_load_memory * (1 - mem_fraction_static), line 3007)",
 )
-SG_MEM_FRACTION = _sg(
+SG_MEM_FRACTION = sglang_rule(
     "arg_groups/memory_hook.py",
     324,
     "mem_fraction_static = round((gpu_mem - reserved_mem) / gpu_mem, 3)",
 )
-SG_RESERVED = _sg(
+SG_RESERVED = sglang_rule(
     "arg_groups/memory_hook.py",
     309,
     "reserved_mem = 512; += activation_tokens * 1.5; += tp_size * pp_size / 8 * 1024; "
     "+= reserve_for_graph_mb; if gpu_mem > 60 * 1024: reserved_mem = max(reserved_mem, 10 * 1024)",
 )
-SG_QUANT_CHECK = _sg(
-    "model_loader/loader.py",
-    259,
-    "if capability < quant_config.get_min_capability(): raise ValueError("
-    "'The quantization method ... is not supported for the current GPU.')",
-)
-
-VL_PAGE = _vl(
+VL_PAGE = vllm_rule(
     "vllm/v1/kv_cache_interface.py",
     "FullAttentionSpec.real_page_size_bytes @001cabc",
     "self.block_size * self.num_kv_heads * (self.head_size + self.head_size_v) * "
     "get_dtype_size(self.dtype)",
 )
-VL_MLA_PAGE = _vl(
+VL_MLA_PAGE = vllm_rule(
     "vllm/v1/kv_cache_interface.py",
     "MLAAttentionSpec.real_page_size_bytes @001cabc",
     "self.block_size * self.num_kv_heads * self.head_size * get_dtype_size(self.dtype)",
 )
-VL_UTIL = _vl(
+VL_UTIL = vllm_rule(
     "vllm/config/cache.py",
     "CacheConfig.gpu_memory_utilization",
     "gpu_memory_utilization: float = 0.9  (fraction of GPU memory for weights, "
     "activations and KV cache; the KV cache gets what the profiled peak leaves)",
 )
-VL_KV_HEADS = _vl(
+VL_KV_HEADS = vllm_rule(
     "vllm/config/model.py",
     "ModelConfig.get_num_kv_heads",
     "return max(1, total_num_kv_heads // parallel_config.tensor_parallel_size)",
@@ -267,8 +263,8 @@ def vllm_mem_fraction() -> MemoryFraction:
     return MemoryFraction(
         value=0.9,
         default=True,
-        detail="vLLM default --gpu-memory-utilization 0.9; the activation peak vLLM "
-        "profiles at start-up also comes out of it and is not modelled here",
+        detail="vLLM default --gpu-memory-utilization 0.9 of the CUDA total; the profile's "
+        "activation peak and non-torch memory come out of it (engine accounting below)",
         rules=[VL_UTIL],
     )
 
@@ -299,201 +295,13 @@ def gdn_state_bytes_per_request(
     return linear_layers * (conv + temporal)
 
 
-# ---------------------------------------------------------------- quantisation floor
-
-
-class QuantRule(BaseModel):
-    method: str
-    """The engine's name for the method (modelopt_fp4, fp8, ...)."""
-    min_capability: int
-    """The engine refuses to load below this (SM version × 10)."""
-    native_capability: int
-    """Below this the engine loads through a slower fallback (weight-only Marlin)."""
-    rule: Rule
-    earlier: EarlierRule | None = None
-    """The rule as releases before `earlier.since` had it, when it changed."""
-
-    def for_version(self, version: str | None) -> tuple[int, Rule]:
-        """The minimum capability (and its line) of an installed release, by its version."""
-        if self.earlier and version and _version(version) < _version(self.earlier.since):
-            return self.earlier.min_capability, self.earlier.rule
-        return self.min_capability, self.rule
-
-
-class EarlierRule(BaseModel):
-    since: str
-    """The first release with the current rule."""
-    min_capability: int
-    rule: Rule
-
-
-def _version(text: str) -> tuple[int, ...]:
-    parts = []
-    for part in text.split("."):
-        digits = "".join(c for c in part if c.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
-SGLANG_QUANT: dict[str, QuantRule] = {
-    "modelopt_fp4": QuantRule(
-        method="modelopt_fp4",
-        min_capability=80,
-        native_capability=100,
-        rule=_sg("layers/quantization/modelopt_quant.py", 1550, "return 80  (ModelOptFp4Config)"),
-        # Releases up to 0.5.12 refused NVFP4 below Blackwell; 0.5.13 added the fallback.
-        earlier=EarlierRule(
-            since="0.5.13",
-            min_capability=100,
-            rule=Rule(
-                source="sglang 0.5.12 python/sglang/srt/layers/quantization/modelopt_quant.py:1135",
-                quote="return 100  (ModelOptFp4Config; sglang <= 0.5.12)",
-            ),
-        ),
-    ),
-    "modelopt_fp8": QuantRule(
-        method="modelopt_fp8",
-        min_capability=89,
-        native_capability=89,
-        rule=_sg("layers/quantization/modelopt_quant.py", 463, "return 89  (ModelOptFp8Config)"),
-    ),
-    "fp8": QuantRule(
-        method="fp8",
-        min_capability=80,
-        native_capability=89,
-        rule=_sg("layers/quantization/fp8.py", 339, "return 100 if self.use_mxfp8 else 80"),
-    ),
-    "w8a8_fp8": QuantRule(
-        method="w8a8_fp8",
-        min_capability=89,
-        native_capability=89,
-        rule=_sg("layers/quantization/w8a8_fp8.py", 67, "return 89"),
-    ),
-    "awq": QuantRule(
-        method="awq",
-        min_capability=80,
-        native_capability=80,
-        rule=_sg("layers/quantization/awq/awq.py", 308, "return 80"),
-    ),
-    "gptq": QuantRule(
-        method="gptq",
-        min_capability=60,
-        native_capability=80,
-        rule=_sg("layers/quantization/gptq/gptq.py", 140, "return 60"),
-    ),
-    "mxfp4": QuantRule(
-        method="mxfp4",
-        min_capability=80,
-        native_capability=100,
-        rule=_sg("layers/quantization/mxfp4.py", 339, "return 80"),
-    ),
-    "compressed-tensors": QuantRule(
-        method="compressed-tensors",
-        min_capability=70,
-        native_capability=89,
-        rule=_sg("layers/quantization/compressed_tensors/compressed_tensors.py", 161, "return 70"),
-    ),
-}
-
-VLLM_QUANT: dict[str, QuantRule] = {
-    "modelopt_fp4": QuantRule(
-        method="modelopt_fp4",
-        min_capability=75,
-        native_capability=100,
-        rule=_vl(
-            "vllm/model_executor/layers/quantization/modelopt.py",
-            "ModelOptNvFp4Config.get_min_capability @00155cd",
-            "return 75  (below SM100 the MarlinNvFp4LinearKernel weight-only path)",
-        ),
-    ),
-    "modelopt_fp8": QuantRule(
-        method="modelopt_fp8",
-        min_capability=89,
-        native_capability=89,
-        rule=_vl(
-            "vllm/model_executor/layers/quantization/modelopt.py",
-            "ModelOptFp8Config.get_min_capability @00155cd",
-            "return 89",
-        ),
-    ),
-    "fp8": QuantRule(
-        method="fp8",
-        min_capability=75,
-        native_capability=89,
-        rule=_vl(
-            "vllm/model_executor/layers/quantization/fp8.py",
-            "Fp8Config.get_min_capability",
-            "return 75  (below SM89: 'GPU does not have native support for FP8 "
-            "computation but FP8 quantization is being used. Weight-only FP8 compression "
-            "will be used leveraging the Marlin kernel.')",
-        ),
-    ),
-    "awq": QuantRule(
-        method="awq",
-        min_capability=75,
-        native_capability=80,
-        rule=_vl(
-            "vllm/model_executor/layers/quantization/awq.py", "get_min_capability", "return 75"
-        ),
-    ),
-    "gptq": QuantRule(
-        method="gptq",
-        min_capability=60,
-        native_capability=80,
-        rule=_vl(
-            "vllm/model_executor/layers/quantization/gptq.py", "get_min_capability", "return 60"
-        ),
-    ),
-    "mxfp4": QuantRule(
-        method="mxfp4",
-        min_capability=80,
-        native_capability=100,
-        rule=_vl(
-            "vllm/model_executor/layers/quantization/mxfp4.py", "get_min_capability", "return 80"
-        ),
-    ),
-    "compressed-tensors": QuantRule(
-        method="compressed-tensors",
-        min_capability=70,
-        native_capability=89,
-        rule=_vl(
-            "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",
-            "get_min_capability",
-            "return 70",
-        ),
-    ),
-}
-
-
-def quant_rules(engine: Engine) -> dict[str, QuantRule]:
-    return SGLANG_QUANT if engine == "sglang" else VLLM_QUANT
-
-
-def engine_method(method: str | None, algorithm: str | None) -> str | None:
-    """The engine's method name for a checkpoint's declared quantisation, None if unquantised."""
-    m, a = (method or "").lower(), (algorithm or "").upper()
-    if not m and not a:
-        return None
-    if "FP4" in a and "MX" not in a:
-        return "modelopt_fp4"
-    if m in ("modelopt", "nvidia-modelopt") and "FP8" in a:
-        return "modelopt_fp8"
-    if m in ("fp8", "awq", "gptq", "mxfp4", "compressed-tensors", "w8a8_fp8"):
-        return m
-    if m == "awq_marlin" or m == "gptq_marlin":
-        return m.split("_")[0]
-    return m or None
-
-
 def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str | None) -> tuple[int, bool]:
     """Element size in bytes of one KV value and whether it is fp4 (packed, with scales)."""
     if kv_cache_dtype == "auto":
         return (4 if str(model_dtype).lower() in ("float32", "fp32") else 2), False
     if kv_cache_dtype in ("bf16", "fp16"):
         return 2, False
-    if kv_cache_dtype in ("fp8_e4m3", "fp8_e5m2"):
+    if kv_cache_dtype in ("fp8", "fp8_e4m3", "fp8_e5m2"):
         return 1, False
     return 1, True  # fp4: float4_e2m1fn_x2 is one byte per pair, halved by the rule
 

@@ -45,7 +45,10 @@ VLLM_ENTRY_CHECK = (
 ENGINE_OPTIONS = ("model_path", "tp", "quantization", "speculative", "mem_fraction", "python")
 
 
-class LaunchServerInput(ToolInput):
+class EngineLaunch(ToolInput):
+    """What starts a server: the engine, the model and the engine's options (launch_server's
+    input and preflight's)."""
+
     engine: Engine = Field(
         description="sglang or vllm (command line built from the options below), or command "
         "(your own argv in `command`, readiness from ready_url and/or ready_log_line)"
@@ -73,8 +76,6 @@ class LaunchServerInput(ToolInput):
     env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables for the server, NAME: value"
     )
-    timeout_s: float = Field(1800.0, gt=0, le=7200, description="Give up after this long")
-    poll_s: float = Field(2.0, ge=0.05, le=60, description="Seconds between readiness checks")
     ready_url: str | None = Field(
         None, description="command only: http://127.0.0.1:PORT/... that answers 200 when ready"
     )
@@ -101,8 +102,18 @@ class LaunchServerInput(ToolInput):
         return env
 
 
+class LaunchServerInput(EngineLaunch):
+    timeout_s: float = Field(1800.0, gt=0, le=7200, description="Give up after this long")
+    poll_s: float = Field(2.0, ge=0.05, le=60, description="Seconds between readiness checks")
+    preflight: bool = Field(
+        True,
+        description="Run the preflight checks first and refuse a launch they show would fail "
+        "(false: launch anyway, e.g. when a check's rule is older than the engine)",
+    )
+
+
 def command_line(
-    host: SandboxedHost, args: LaunchServerInput
+    host: SandboxedHost, args: EngineLaunch
 ) -> tuple[list[str], Engine, VllmEntry | Diagnosis | None]:
     """The argv, the engine, and for vLLM which entry point (or why there is none). Paths are
     resolved on the host and vLLM's entry point probed with the interpreter: only after the
@@ -131,7 +142,7 @@ def planned_command_line(config: HostConfig, args: LaunchServerInput) -> list[st
 
 
 def _preset(
-    args: LaunchServerInput,
+    args: EngineLaunch,
     engine: Literal["sglang", "vllm"],
     python: str,
     resolve: Callable[[str], str],
@@ -168,7 +179,7 @@ def _preset(
     )
 
 
-def _custom_command(args: LaunchServerInput) -> list[str]:
+def _custom_command(args: EngineLaunch) -> list[str]:
     given = [name for name in ENGINE_OPTIONS if getattr(args, name) is not None]
     given += ["extra_args"] if args.extra_args else []
     if given:
@@ -224,7 +235,7 @@ def vllm_entry(host: SandboxedHost, python: str) -> VllmEntry | Diagnosis:
     )
 
 
-def ready_spec(args: LaunchServerInput) -> ReadySpec:
+def ready_spec(args: EngineLaunch) -> ReadySpec:
     built_in = engine_ready(args.engine, args.port)
     if built_in is not None:
         return built_in

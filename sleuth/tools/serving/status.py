@@ -109,7 +109,7 @@ def status_data(status: Status) -> ServerStatus:
         pid=record.pid,
         alive=status.alive,
         exit_code=status.exit_code,
-        group=status.group,
+        processes=status.processes,
         uptime_s=round(
             _ended(record, status.alive, status.ended_at, status.now) - record.started_at, 1
         ),
@@ -201,7 +201,7 @@ def _state(data: ServerStatus) -> str:
         state = "alive"
         if data.ready is not None:
             state += ", ready" if data.ready else ", NOT ready (health check failing)"
-        return state + f"; up {data.uptime_s:.0f} s"
+        return state + f"; up {data.uptime_s:.0f} s; {len(data.processes)} process(es)"
     if data.stopped:
         return (
             f"stopped by stop_server at {data.stopped_at} after {data.uptime_s:.0f} s "
@@ -216,6 +216,12 @@ def render_status(data: ServerStatus) -> str:
         f"server {data.server_id} ({data.engine}, port {data.port}, pid {data.pid}): "
         + _state(data)
     ]
+    if data.processes and not data.alive:
+        lines.append(
+            f"STILL ALIVE: {len(data.processes)} of its processes outlived it; stop_server ends "
+            "them"
+        )
+    lines += [f"  pid {p.pid} (parent {p.ppid}): {p.cmd[:200]}" for p in data.processes]
     if data.models is not None:
         lines.append(f"/v1/models: {data.models}")
     if data.server_info is not None:

@@ -1,4 +1,5 @@
-"""What is installed and what hardware is there: python_env and gpu_info."""
+"""python_env: the Python version and where sglang, vllm, torch, transformers and flashinfer
+are installed on a host, found without importing them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from sleuth.errors import ErrorKind, HostError
+from sleuth.errors import HostError
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import ToolError
@@ -85,80 +86,4 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
         data=env.model_dump(mode="json"),
         argv=[run.argv],
         exit_code=run.exit_code,
-    )
-
-
-class GPU(BaseModel):
-    index: int
-    name: str
-    memory_total_mib: int
-    memory_used_mib: int
-    utilization_pct: int | None
-    driver: str
-    compute_capability: str
-
-
-class GpuInfoInput(ToolInput):
-    pass
-
-
-GPU_QUERY = "index,name,memory.total,memory.used,utilization.gpu,driver_version,compute_cap"
-
-
-@tool()
-def gpu_info(ctx: ToolContext, args: GpuInfoInput) -> ToolResult:
-    """List the host's NVIDIA GPUs: name, memory total and used, utilisation, driver and
-    compute capability (9.0 is Hopper, 10.0 Blackwell), from nvidia-smi.
-
-    A host without GPUs or without nvidia-smi is an answer ("no GPU"), not an error.
-    """
-    sandbox = ctx.host(args.host)
-    argv = ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"]
-    try:
-        run = sandbox.run(argv, timeout=30)
-    except HostError as exc:
-        if exc.kind is not ErrorKind.COMMAND_NOT_FOUND:
-            raise  # a dropped connection is not an answer about the GPUs
-        return _no_gpu(args.host, "nvidia-smi is not installed", argv)
-    if run.exit_code == 127:
-        return _no_gpu(args.host, "nvidia-smi is not installed", argv)
-    if run.exit_code != 0:
-        detail = (run.stdout + run.stderr).decode(errors="replace").strip()
-        return _no_gpu(args.host, f"nvidia-smi found no usable GPU: {detail[:300]}", argv)
-    gpus = [_parse_gpu(line) for line in run.stdout.decode().splitlines() if line.strip()]
-    lines = [f"{len(gpus)} GPU(s) on {args.host}:"] + [
-        f"GPU {g.index}: {g.name}, {g.memory_used_mib}/{g.memory_total_mib} MiB used, "
-        f"util {g.utilization_pct if g.utilization_pct is not None else '?'}%, "
-        f"driver {g.driver}, compute capability {g.compute_capability}"
-        for g in gpus
-    ]
-    return ToolResult(
-        ok=True,
-        output="\n".join(lines) + "\n",
-        data={"gpus": [g.model_dump() for g in gpus]},
-        argv=[run.argv],
-        exit_code=0,
-    )
-
-
-def _no_gpu(host: str, why: str, argv: list[str]) -> ToolResult:
-    return ToolResult(
-        ok=True,
-        output=f"No GPU on host {host}: {why}.\n",
-        data={"gpus": [], "reason": why},
-        argv=[argv],
-    )
-
-
-def _parse_gpu(line: str) -> GPU:
-    f = [part.strip() for part in line.split(",")]
-    util = f[4] if f[4].isdigit() else None
-    return GPU(
-        index=int(f[0]),
-        name=f[1],
-        memory_total_mib=int(float(f[2])),
-        memory_used_mib=int(float(f[3])),
-        utilization_pct=int(util) if util else None,
-        driver=f[5],
-        compute_capability=f[6],
     )

@@ -1,0 +1,203 @@
+"""The quantisation floor: the compute capability each engine needs per quantisation method.
+
+Each method's `get_min_capability` line, as cited; below `native_capability` the engine
+loads through a slower weight-only fallback. Where a release changed the rule, the
+earlier rule is kept beside it, chosen by the installed version.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from sleuth.tools.capacity.rules import Engine, Rule, sglang_rule, vllm_rule
+
+
+class QuantRule(BaseModel):
+    method: str
+    """The engine's name for the method (modelopt_fp4, fp8, ...)."""
+    min_capability: int
+    """The engine refuses to load below this (SM version × 10)."""
+    native_capability: int
+    """Below this the engine loads through a slower fallback (weight-only Marlin)."""
+    rule: Rule
+    earlier: EarlierRule | None = None
+    """The rule as releases before `earlier.since` had it, when it changed."""
+
+    def for_version(self, version: str | None) -> tuple[int, Rule]:
+        """The minimum capability (and its line) of an installed release, by its version."""
+        if self.earlier and version and _version(version) < _version(self.earlier.since):
+            return self.earlier.min_capability, self.earlier.rule
+        return self.min_capability, self.rule
+
+
+class EarlierRule(BaseModel):
+    since: str
+    """The first release with the current rule."""
+    min_capability: int
+    rule: Rule
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in text.split("."):
+        digits = "".join(c for c in part if c.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+SGLANG_QUANT: dict[str, QuantRule] = {
+    "modelopt_fp4": QuantRule(
+        method="modelopt_fp4",
+        min_capability=80,
+        native_capability=100,
+        rule=sglang_rule(
+            "layers/quantization/modelopt_quant.py", 1550, "return 80  (ModelOptFp4Config)"
+        ),
+        # Releases up to 0.5.12 refused NVFP4 below Blackwell; 0.5.13 added the fallback.
+        earlier=EarlierRule(
+            since="0.5.13",
+            min_capability=100,
+            rule=Rule(
+                source="sglang 0.5.12 python/sglang/srt/layers/quantization/modelopt_quant.py:1135",
+                quote="return 100  (ModelOptFp4Config; sglang <= 0.5.12)",
+            ),
+        ),
+    ),
+    "modelopt_fp8": QuantRule(
+        method="modelopt_fp8",
+        min_capability=89,
+        native_capability=89,
+        rule=sglang_rule(
+            "layers/quantization/modelopt_quant.py", 463, "return 89  (ModelOptFp8Config)"
+        ),
+    ),
+    "fp8": QuantRule(
+        method="fp8",
+        min_capability=80,
+        native_capability=89,
+        rule=sglang_rule("layers/quantization/fp8.py", 339, "return 100 if self.use_mxfp8 else 80"),
+    ),
+    "w8a8_fp8": QuantRule(
+        method="w8a8_fp8",
+        min_capability=89,
+        native_capability=89,
+        rule=sglang_rule("layers/quantization/w8a8_fp8.py", 67, "return 89"),
+    ),
+    "awq": QuantRule(
+        method="awq",
+        min_capability=80,
+        native_capability=80,
+        rule=sglang_rule("layers/quantization/awq/awq.py", 308, "return 80"),
+    ),
+    "gptq": QuantRule(
+        method="gptq",
+        min_capability=60,
+        native_capability=80,
+        rule=sglang_rule("layers/quantization/gptq/gptq.py", 140, "return 60"),
+    ),
+    "mxfp4": QuantRule(
+        method="mxfp4",
+        min_capability=80,
+        native_capability=100,
+        rule=sglang_rule("layers/quantization/mxfp4.py", 339, "return 80"),
+    ),
+    "compressed-tensors": QuantRule(
+        method="compressed-tensors",
+        min_capability=70,
+        native_capability=89,
+        rule=sglang_rule(
+            "layers/quantization/compressed_tensors/compressed_tensors.py", 161, "return 70"
+        ),
+    ),
+}
+
+VLLM_QUANT: dict[str, QuantRule] = {
+    "modelopt_fp4": QuantRule(
+        method="modelopt_fp4",
+        min_capability=75,
+        native_capability=100,
+        rule=vllm_rule(
+            "vllm/model_executor/layers/quantization/modelopt.py",
+            "ModelOptNvFp4Config.get_min_capability @00155cd",
+            "return 75  (below SM100 the MarlinNvFp4LinearKernel weight-only path)",
+        ),
+    ),
+    "modelopt_fp8": QuantRule(
+        method="modelopt_fp8",
+        min_capability=89,
+        native_capability=89,
+        rule=vllm_rule(
+            "vllm/model_executor/layers/quantization/modelopt.py",
+            "ModelOptFp8Config.get_min_capability @00155cd",
+            "return 89",
+        ),
+    ),
+    "fp8": QuantRule(
+        method="fp8",
+        min_capability=75,
+        native_capability=89,
+        rule=vllm_rule(
+            "vllm/model_executor/layers/quantization/fp8.py",
+            "Fp8Config.get_min_capability",
+            "return 75  (below SM89: 'GPU does not have native support for FP8 "
+            "computation but FP8 quantization is being used. Weight-only FP8 compression "
+            "will be used leveraging the Marlin kernel.')",
+        ),
+    ),
+    "awq": QuantRule(
+        method="awq",
+        min_capability=75,
+        native_capability=80,
+        rule=vllm_rule(
+            "vllm/model_executor/layers/quantization/awq.py", "get_min_capability", "return 75"
+        ),
+    ),
+    "gptq": QuantRule(
+        method="gptq",
+        min_capability=60,
+        native_capability=80,
+        rule=vllm_rule(
+            "vllm/model_executor/layers/quantization/gptq.py", "get_min_capability", "return 60"
+        ),
+    ),
+    "mxfp4": QuantRule(
+        method="mxfp4",
+        min_capability=80,
+        native_capability=100,
+        rule=vllm_rule(
+            "vllm/model_executor/layers/quantization/mxfp4.py", "get_min_capability", "return 80"
+        ),
+    ),
+    "compressed-tensors": QuantRule(
+        method="compressed-tensors",
+        min_capability=70,
+        native_capability=89,
+        rule=vllm_rule(
+            "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",
+            "get_min_capability",
+            "return 70",
+        ),
+    ),
+}
+
+
+def quant_rules(engine: Engine) -> dict[str, QuantRule]:
+    return SGLANG_QUANT if engine == "sglang" else VLLM_QUANT
+
+
+def engine_method(method: str | None, algorithm: str | None) -> str | None:
+    """The engine's method name for a checkpoint's declared quantisation, None if unquantised."""
+    m, a = (method or "").lower(), (algorithm or "").upper()
+    if not m and not a:
+        return None
+    if "FP4" in a and "MX" not in a:
+        return "modelopt_fp4"
+    if m in ("modelopt", "nvidia-modelopt") and "FP8" in a:
+        return "modelopt_fp8"
+    if m in ("fp8", "awq", "gptq", "mxfp4", "compressed-tensors", "w8a8_fp8"):
+        return m
+    if m == "awq_marlin" or m == "gptq_marlin":
+        return m.split("_")[0]
+    return m or None

@@ -1,0 +1,10 @@
+"""A failed host command as a file tool reports it: what timed out, or its last stderr line."""
+
+from __future__ import annotations
+
+
+def command_failure(stderr: bytes, code: int | None, timed_out: bool, path: str) -> str:
+    if timed_out:
+        return f"timed out on {path}; narrow the path or pattern"
+    detail = stderr.decode(errors="replace").strip().splitlines()
+    return f"failed on {path} (exit {code}): {detail[-1] if detail else 'no message'}"
