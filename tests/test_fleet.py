@@ -4,6 +4,10 @@ playbook, recorded and replayed."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +22,10 @@ from sleuth.agent.replay.run import replay
 from sleuth.agent.session import describe_hosts, host_groups, run_cli_call, start_investigation
 from sleuth.config import Settings, load_settings
 from sleuth.hosts.groups import select_hosts
+from sleuth.tools.approval import approver_for
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.tools.registry import Tool, ToolInput
-from sleuth.transcripts.events import Finding, SessionStarted, ToolExecuted
+from sleuth.transcripts.events import ApprovalEvent, Finding, SessionStarted, ToolExecuted
 from sleuth.transcripts.fleet import FleetResult, part_id
 from sleuth.transcripts.hostlist import expand
 from sleuth.transcripts.results import ToolResult
@@ -215,3 +220,78 @@ def test_at_most_the_concurrency_runs_at_once_and_a_late_host_is_reported(
     assert timed_out and all(g.error_kind == "timeout" for g in timed_out)
     assert "host_timeout_s" in timed_out[0].output
     assert part_id("c2", fleet.reachable[0]) in pipeline.grounder.calls
+
+
+def sleuth(fleet: Fleet, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(fleet.home), "COLUMNS": "200"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "sleuth.cli", *args],
+        cwd=fleet.dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_sleuth_tool_on_a_group_then_show_draws_the_groups_and_replay_says_same(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    ran = sleuth(fleet, "tool", "server_processes", "--hosts", GROUP, "--json")
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    found = FleetResult.model_validate(out["data"])
+    (outlier,) = found.verdict_of("outlier")
+    assert outlier.hosts == [fleet.drifts["flag"]] and f"+  {DRIFT_FLAG}" in outlier.diff
+    transcript = out["transcript"]
+    md = sleuth(fleet, "show", transcript, "--format", "md")
+    assert "| group | verdict | hosts | count | diff excerpt |" in md.stdout
+    assert f"| B | outlier | {fleet.drifts['flag']} | 1 |" in md.stdout
+    assert f"| U1 | unreachable | {fleet.unreachable} | 1 |" in md.stdout
+    page = sleuth(fleet, "show", transcript, "--format", "html").stdout
+    assert '<table class="fleet">' in page and f"<b>{fleet.drifts['flag']}</b>" in page
+    text = sleuth(fleet, "show", transcript).stdout
+    assert "outlier" in text and "17 raw per-host results recorded" in text
+    replayed = sleuth(fleet, "replay", transcript)
+    assert replayed.returncode == 0 and "SAME" in replayed.stdout, replayed.stdout
+
+
+def test_an_unknown_group_is_a_usage_error_that_names_the_groups(fleet: Fleet) -> None:
+    ran = sleuth(fleet, "tool", "python_env", "--hosts", "decode")
+    assert ran.returncode == 2
+    assert "unknown host or group 'decode'" in ran.stderr and "Groups: fleet" in ran.stderr
+
+
+def test_a_mutating_tool_fans_out_only_under_a_rule_that_names_the_group(
+    fleet: Fleet, settings: Settings, tmp_path: Path
+) -> None:
+    for name in fleet.hosts:
+        settings.hosts[name].allow = ["stop_server"]
+    stop = {"host": f"@{GROUP}", "server_id": "srv-20260101-000000-abcdef"}
+
+    def run(call_id: str) -> tuple[ToolResult, list[Any]]:
+        ctx = fleet_ctx(settings, approver=approver_for("yes"))
+        events: list[Any] = []
+        start = SessionStarted(
+            session_id="t", question="q", hosts=describe_hosts(ctx), brain="test",
+            groups=host_groups(ctx),
+        )  # fmt: skip
+        try:
+            pipeline = CallPipeline(ctx, events.append, fleet=FleetView.of(start))
+            return pipeline.tool(Call(call_id, "stop_server", stop), 1), events
+        finally:
+            ctx.close()
+
+    refused, events = run("s1")
+    assert refused.error_kind == "not_approved" and "[groups.fleet.approve]" in refused.error
+    assert [e.type for e in events] == ["approval", "tool_executed"]  # no host was reached
+    settings.groups[GROUP].approve.tools = ["stop_server"]
+    fanned, events = run("s2")
+    approvals = [e for e in events if isinstance(e, ApprovalEvent)]
+    assert {a.host for a in approvals} == {f"@{GROUP}", *fleet.hosts}
+    assert all(
+        a.approved and a.rule == "groups.fleet.approve.tools: stop_server" for a in approvals
+    )
+    parts = [e for e in events if isinstance(e, ToolExecuted) and e.fleet == "s2"]
+    assert len(parts) == len(fleet.hosts) and grouped(fanned).hosts == fleet.hosts
