@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.agent.fleet.normalise import Masker
+from sleuth.agent.fleet.normalise import Masker, localise
 from sleuth.config import ConfigError, load_settings
 from sleuth.hosts.groups import select_hosts
 from sleuth.transcripts.events import HostInfo
@@ -135,3 +135,16 @@ def test_each_host_masks_its_own_name_roots_and_the_shared_volatile_parts() -> N
     assert "<root>/llama" in masked and "gpu-070" in masked and "/mnt/a/models2" in masked
     # What is not the host's own still counts: another driver is another answer.
     assert Masker.for_host(a)(out_a.replace("550.54.15", "535.1")) != masked
+
+
+def test_a_root_token_in_a_fleet_input_names_each_hosts_own_root() -> None:
+    info = HostInfo(name="gpu-01", roots=["/srv/gpu-01", "/data/models/"])
+    raw = {"host": "gpu-01", "path": "<root2>/llama", "model_dir": "<root>", "pointer": "/x"}
+    assert localise(raw, info) == {
+        "host": "gpu-01",
+        "path": "/data/models/llama",
+        "model_dir": "/srv/gpu-01",
+        "pointer": "/x",
+    }
+    assert localise({"path": "<root3>/x"}, info) == {"path": "<root3>/x"}  # no third root
+    assert localise({"path": "<root>x"}, info) == {"path": "<root>x"}  # not a whole segment

@@ -11,6 +11,9 @@ name, SSH alias and address; its roots, as configured and as resolved (hosts oft
 same tree under different mount points); timestamps; PIDs; live load (GPU memory in use,
 utilisation); and the call's own cost (milliseconds, bytes over the wire). The rules are
 `transcripts.fleet.SAME_MEANS`; the raw output is recorded per host, unmasked.
+
+The other way round, `localise` reads `<root>` and `<rootN>` at the start of a fleet call's
+input as each host's own root, so a path can be given as the grouped result shows it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sleuth.transcripts.events import HostInfo
 
@@ -83,6 +87,27 @@ class Masker:
         for pattern, replacement in RULES:
             text = pattern.sub(replacement, text)
         return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+_ROOT_TOKEN = re.compile(r"^<root(\d*)>(?=/|$)")
+
+
+def localise(raw: dict[str, Any], info: HostInfo | None) -> dict[str, Any]:
+    """A fleet call's input for one host: a string input that starts with `<root>` or
+    `<rootN>` (as masked outputs show paths) starts with that host's own first or Nth root,
+    so `path="<root2>/models"` reads each host's own second root."""
+    roots = info.roots if info is not None else []
+
+    def own(value: Any) -> Any:
+        found = _ROOT_TOKEN.match(value) if isinstance(value, str) else None
+        if found is None:
+            return value
+        index = int(found[1] or 1) - 1
+        if not 0 <= index < len(roots):
+            return value
+        return roots[index].rstrip("/") + value[found.end() :]
+
+    return {key: own(value) for key, value in raw.items()}
 
 
 def _maskable(path: str) -> bool:

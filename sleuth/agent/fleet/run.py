@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from sleuth.agent.findings import CallRecord
 from sleuth.agent.fleet.grouping import Grouping, fleet_text
-from sleuth.agent.fleet.normalise import Masker
+from sleuth.agent.fleet.normalise import Masker, localise
 from sleuth.agent.fleet.view import FleetPart, FleetView
 from sleuth.errors import ErrorKind, KindedError
 from sleuth.tools.context import ToolContext
@@ -116,7 +116,7 @@ class _FanOut:
             replace(
                 self.call,
                 call_id=part_id(self.call.call_id, host),
-                input={**self.call.input, "host": host},
+                input=localise({**self.call.input, "host": host}, self.view.hosts.get(host)),
                 part_of=FleetPart(self.call.call_id, group),
             )
             for host in self.members

@@ -30,16 +30,18 @@ FLEET_WORDS = (
     "all nodes", "all hosts", "all servers", "every node", "every host", "each node",
     "each host", "fleet", "which node", "which host", "which server", "nodes", "hosts",
     "drift", "differ", "different", "same", "consistent", "inconsistent", "mismatch",
-    "across", "pool", "cluster", "outlier",
+    "across", "pool", "cluster", "outlier", "every", "each", "machines", "group", "compare",
+    "everywhere",
 )  # fmt: skip
 TOPICS: dict[str, tuple[str, ...]] = {
     "versions": ("version", "versions", "installed", "package", "packages", "sglang", "vllm",
                  "torch", "transformers", "flashinfer", "python"),
     "checkpoint": ("checkpoint", "checkpoints", "weights", "shard", "shards", "safetensors",
-                   "model files", "model dir"),
+                   "model", "models"),
     "gpu": ("gpu", "gpus", "driver", "drivers", "cuda", "nvidia", "hardware"),
     "flags": ("flag", "flags", "argument", "arguments", "command line", "cmdline", "launched",
-              "launch", "started", "running", "engine config", "server config"),
+              "launch", "started", "running", "engine config", "server config", "serve",
+              "serving", "servers"),
 }  # fmt: skip
 MAX_CHECKPOINTS = 2
 
@@ -63,30 +65,41 @@ def topics(q: Question) -> list[str]:
 
 
 def plan_fleet(q: Question) -> Plan:
-    group = f"@{target(q)}"
-    wanted = topics(q)
+    name = target(q) or ALL_HOSTS
+    group = f"@{name}"
+    wanted = [t for t in topics(q) if t != "checkpoint"]
     calls = {
         "versions": Call("python_env", {"host": group}),
         "gpu": Call("gpu_info", {"host": group}),
         "flags": Call("server_processes", {"host": group}),
-        "checkpoint": Call(
-            "list_dir", {"host": group, "path": ".", "depth": 4, "max_entries": 5000}
-        ),
     }
-    first = yield [calls[t] for t in wanted]
-    results = dict(zip(wanted, first, strict=True))
+    # Checkpoints are looked for under every root: `<root2>` is each host's own second root.
+    roots = root_tokens(q, name) if "checkpoint" in topics(q) else []
+    listings = [
+        Call("list_dir", {"host": group, "path": root, "depth": 4, "max_entries": 5000})
+        for root in roots
+    ]
+    first = yield [*(calls[t] for t in wanted), *listings]
+    results = dict(zip(wanted, first, strict=False))
     checkpoints: list[tuple[str, Result, Result]] = []
-    if "checkpoint" in wanted:
-        checkpoints = yield from _checkpoints(q, group, results.pop("checkpoint"))
+    if roots:
+        found = zip(roots, first[len(wanted) :], strict=True)
+        checkpoints = yield from _checkpoints(q, group, list(found))
     reports = _reports(results, checkpoints, list(first))
     yield reports
     return summary_text(reports)
 
 
+def root_tokens(q: Question, group: str) -> list[str]:
+    """How a fleet call names each root of every member: `.` (the first), `<root2>`, ..."""
+    most = max((len(q.hosts.get(h, [])) for h in q.groups.get(group, [])), default=1)
+    return ["."] + [f"<root{i}>" for i in range(2, most + 1)]
+
+
 def _checkpoints(
-    q: Question, group: str, listing: Result
+    q: Question, group: str, listings: list[tuple[str, Result]]
 ) -> Generator[Step, list[Result], list[tuple[str, Result, Result]]]:
-    dirs = model_dirs(q, listing)
+    dirs = model_dirs(q, listings)
     if not dirs:
         return []
     found = yield [
@@ -100,16 +113,19 @@ def _checkpoints(
     return [(d, found[2 * i], found[2 * i + 1]) for i, d in enumerate(dirs)]
 
 
-def model_dirs(q: Question, listing: Result) -> list[str]:
-    """Checkpoint folders (holding config.json) under the first root, relative to it so each
-    host reads its own; those the question names first."""
-    fleet = fleet_of(listing)
-    names = {
-        entry["name"][: -len("/config.json")]
-        for g in (fleet.answers() if fleet else [])
-        for entry in (g.data or {}).get("entries", [])
-        if entry.get("name", "").endswith("/config.json")
-    }
+def model_dirs(q: Question, listings: list[tuple[str, Result]]) -> list[str]:
+    """Checkpoint folders (holding config.json) under the roots, named the way each host
+    reads its own (relative to the first root, `<rootN>/...` under the others); those the
+    question names first."""
+    names: set[str] = set()
+    for root, listing in listings:
+        fleet = fleet_of(listing)
+        for g in fleet.answers() if fleet else []:
+            for entry in (g.data or {}).get("entries", []):
+                name = str(entry.get("name", ""))
+                if name.endswith("/config.json"):
+                    folder = name[: -len("/config.json")]
+                    names.add(folder if root == "." else f"{root}/{folder}")
     named = [d for d in sorted(names) if d.rsplit("/", 1)[-1].lower() in q.text.lower()]
     return (named or sorted(names))[:MAX_CHECKPOINTS]
 
