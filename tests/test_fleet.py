@@ -22,7 +22,8 @@ from sleuth.agent.replay.run import replay
 from sleuth.agent.session import describe_hosts, host_groups, run_cli_call, start_investigation
 from sleuth.config import Settings, load_settings
 from sleuth.hosts.groups import select_hosts
-from sleuth.tools.approval import approver_for
+from sleuth.mcp.session import ClientInfo, McpSession
+from sleuth.tools.approval import approver_for, deny_all
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.tools.registry import Tool, ToolInput
 from sleuth.transcripts.events import ApprovalEvent, Finding, SessionStarted, ToolExecuted
@@ -295,3 +296,37 @@ def test_a_mutating_tool_fans_out_only_under_a_rule_that_names_the_group(
     )
     parts = [e for e in events if isinstance(e, ToolExecuted) and e.fleet == "s2"]
     assert len(parts) == len(fleet.hosts) and grouped(fanned).hosts == fleet.hosts
+
+
+def test_an_mcp_client_calls_a_group_and_cites_one_host(
+    fleet: Fleet, settings: Settings, tmp_path: Path
+) -> None:
+    ctx = fleet_ctx(settings)
+    session = McpSession.open(ctx, tmp_path, ClientInfo(name="test"))
+    try:
+        outcome = session.call("gpu_info", {"host": f"@{GROUP}"}, deny_all)
+        assert not outcome.is_error and "[A] all agree: 16 hosts: gpu-[01-16]" in outcome.text
+        evidence = {
+            "call_id": outcome.call_id,
+            "quote": "nvidia-smi is not installed",
+            "hosts": ["gpu-[01-16]"],
+        }
+        raw = {"claim": "no GPU", "verdict": "no", "confidence": 0.9, "evidence": [evidence]}
+        reported = session.call("report_finding", raw, deny_all)
+        assert not reported.is_error, reported.text
+    finally:
+        session.end()
+        ctx.close()
+    replayed = replay(session.path)
+    assert replayed.ok, replayed.divergence
+
+
+def test_sleuth_ask_with_hosts_answers_offline(fleet: Fleet) -> None:
+    asked = sleuth(fleet, "ask", "Do all hosts run the same sglang version?", "--hosts", GROUP,
+                   "--fleet-concurrency", "4", "--json")  # fmt: skip
+    assert asked.returncode == 0, asked.stderr
+    out = json.loads(asked.stdout)
+    assert out["brain"] == "playbook" and out["status"] == "answered"
+    claims = [f["claim"] for f in out["findings"]]
+    assert any(c.startswith(f"{fleet.drifts['version']} differs") for c in claims), claims
+    assert all(f["grounded"] for f in out["findings"])

@@ -153,7 +153,8 @@ def findings_table(findings: list[Finding], piped: bool = False) -> Table:
         if not f.grounded:
             verdict += "\n[bold red]ungrounded[/]"
         evidence = "\n".join(
-            f"{'[green]✓[/]' if e.grounded else '[red]✗[/]'} {escape(e.call_id)}: "
+            f"{'[green]✓[/]' if e.grounded else '[red]✗[/]'} {escape(e.call_id)}"
+            f"{escape(' [' + ', '.join(e.hosts) + ']') if e.hosts else ''}: "
             f"{escape(' '.join(e.quote.split()) if piped else _short(e.quote))}"
             for e in f.evidence
         )
