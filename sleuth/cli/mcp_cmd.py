@@ -23,7 +23,7 @@ from sleuth.cli.common import (
     select_or_exit,
     settings_or_exit,
 )
-from sleuth.config import ConfigError
+from sleuth.config import ConfigError, Settings
 from sleuth.mcp.transport import (
     TOKEN_ENV,
     BindError,
@@ -33,7 +33,7 @@ from sleuth.mcp.transport import (
     serve_http,
     serve_stdio,
 )
-from sleuth.tools.context import build_context
+from sleuth.tools.context import ToolContext, build_context
 
 
 def register(app: typer.Typer) -> None:
@@ -97,17 +97,7 @@ def mcp(
         if http is not None:
             bind = parse_bind(http)
             check_bind(bind[0], allow_remote, token)
-        given = bool(hosts or fleet)
-        names = hosts if given else list(settings.hosts)
-        chosen = select_or_exit(
-            settings, names, fleet if given else list(settings.groups), fleet_concurrency
-        )
-        ctx = build_context(
-            chosen.settings,
-            chosen.names,
-            accept_new_host_key=accept_new_host_key,
-            groups=chosen.groups,
-        )
+        ctx = _context(settings, hosts, fleet, fleet_concurrency, accept_new_host_key)
     except (BindError, ConfigError) as exc:
         fail(str(exc), EXIT_USAGE)
     state = ServeState(ctx, transcripts.absolute(), settings)
@@ -123,6 +113,22 @@ def mcp(
     finally:
         state.end_all()
         ctx.close()
+
+
+def _context(
+    settings: Settings,
+    hosts: list[str] | None,
+    fleet: list[str] | None,
+    concurrency: int | None,
+    accept_new_host_key: bool,
+) -> ToolContext:
+    """The hosts and groups served: those named, else every configured host and group."""
+    given = bool(hosts or fleet)
+    names = hosts if given else list(settings.hosts)
+    chosen = select_or_exit(settings, names, fleet if given else list(settings.groups), concurrency)
+    return build_context(
+        chosen.settings, chosen.names, accept_new_host_key=accept_new_host_key, groups=chosen.groups
+    )
 
 
 def _say(text: str) -> None:
