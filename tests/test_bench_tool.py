@@ -161,7 +161,8 @@ def test_api_key_reaches_the_remote_load_generator_on_stdin_never_in_ps(
     import subprocess
     import threading
 
-    from sleuth.tools.bench.run_benchmark import RunBenchmarkInput, benchmark
+    from sleuth.tools.bench.bench_input import RunBenchmarkInput
+    from sleuth.tools.bench.run_benchmark import benchmark
 
     key = "sk-remote-9c1e77b0f3a2d4"
     ctx = make_context([str(tmp_path)], allow=["run_benchmark"], approver=approve)

@@ -29,12 +29,13 @@ from sleuth.cli.common import (
 from sleuth.config import LOCAL, ConfigError
 from sleuth.hosts.host import HostError
 from sleuth.outputs import BenchOutput
+from sleuth.tools.bench.bench_input import RunBenchmarkInput
 from sleuth.tools.bench.compare import CompareError, compare, is_stat
 from sleuth.tools.bench.models import BenchRun
 from sleuth.tools.bench.plot import draw, pyplot, wants_plot
 from sleuth.tools.bench.render import warnings
 from sleuth.tools.bench.result_files import first_error, read_records, write_csv, write_html
-from sleuth.tools.bench.run_benchmark import RunBenchmarkInput, benchmark
+from sleuth.tools.bench.run_benchmark import benchmark
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import register_secret

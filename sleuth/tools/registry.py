@@ -44,6 +44,8 @@ TOOL_MODULES = (
     "sleuth.tools.serving.stop",
     "sleuth.tools.bench.run_benchmark",
     "sleuth.tools.bench.compare_benchmarks",
+    "sleuth.tools.bench.ab_run",
+    "sleuth.tools.bench.slo_search",
 )
 
 

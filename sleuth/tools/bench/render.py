@@ -12,8 +12,11 @@ def cell(d: Dist, field: str = "p50") -> str:
 
 
 def load_of(p: PhaseMetrics) -> str:
-    """The phase's load: c=CONCURRENCY (closed loop) or r=RATE (open loop)."""
-    return f"c={p.concurrency_target}" if p.mode == "closed" else f"r={p.request_rate:g}"
+    """The phase's load: c=CONCURRENCY (closed loop), r=RATE (open loop) or replay (a trace
+    at its own times)."""
+    if p.mode == "closed":
+        return f"c={p.concurrency_target}"
+    return "replay" if p.request_rate is None else f"r={p.request_rate:g}"
 
 
 def phase_cells(p: PhaseMetrics) -> list[str]:
