@@ -157,7 +157,7 @@ class RunBenchmarkInput(ToolInput):
         if self.ramp_up is not None and self.request_rate is None and self.concurrency is None:
             self.request_rate = self.ramp_up[0]
         if self.concurrency is not None and self.request_rate is not None:
-            raise ValueError("give only one of concurrency (a list) and request_rate")
+            raise ValueError("give exactly one of concurrency (a list) and request_rate, not both")
         if self.concurrency is None and self.request_rate is None and not self.replay:
             raise ValueError(
                 "give exactly one of concurrency (a list) and request_rate (only a trace "

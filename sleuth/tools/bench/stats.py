@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 _TINY = 1e-300
 _EPS = 3e-16
@@ -60,6 +61,7 @@ def t_two_sided_p(t: float, df: float) -> float:
     return betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
+@cache
 def t_quantile(q: float, df: float) -> float:
     """The q-quantile of Student's t (0.5 < q < 1), e.g. t_quantile(0.975, 4) = 2.776."""
     if not 0.5 < q < 1.0:
