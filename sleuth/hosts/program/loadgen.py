@@ -35,6 +35,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -65,6 +66,12 @@ VOCAB = (  # noqa: SIM905 (a word list reads better as one string)
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 LOOP_TICK_S = 0.005
+AHEAD_MAX = 512
+LOOKAHEAD_S = 1.0
+"""Trace bodies due within this long of the first are built before the clock starts."""
+BURST_S = 0.002
+BUILD_SLACK_S = 0.003
+"""Build the next trace body only while the next send is further away than this."""
 BLOCK_SALT = 104_729
 """Mixed into a trace block's seed, so its words differ from request prompts'."""
 BLOCK_CACHE = 8192
@@ -409,6 +416,50 @@ class Request:
         return rec
 
 
+class Ahead:
+    """Request bodies built before their time, up to AHEAD_MAX at once (all of them when
+    the dataset's prompts are small enough to build before the clock starts)."""
+
+    def __init__(
+        self, gen: LoadGen, phase: int, units: list[list[Item]], schedule: list[float]
+    ) -> None:
+        self.gen, self.phase, self.units, self.schedule = gen, phase, units, schedule
+        self.ready: dict[int, Request] = {}
+        self.next = 0
+        if not gen.lazy:
+            self.build(lambda k: True, limit=len(units))
+
+    def build(self, wanted: Callable[[int], bool], limit: int = 0) -> None:
+        """Build the next bodies in order while `wanted(index)` holds."""
+        while self.due(wanted, limit):
+            self.build_next()
+
+    def due(self, wanted: Callable[[int], bool], limit: int = 0) -> bool:
+        cap = limit or AHEAD_MAX
+        return self.next < len(self.units) and len(self.ready) < cap and wanted(self.next)
+
+    def build_next(self) -> None:
+        unit = self.units[self.next]
+        self.ready[self.next] = self.gen.new_request(self.phase, False, unit[0])
+        self.next += 1
+
+    async def build_before(self, start: float, due: float) -> None:
+        """Build what is due with the send at `due` (a burst), then more while that send
+        is further off than BUILD_SLACK_S, letting sends and streams run between bodies."""
+
+        def wanted(j: int) -> bool:
+            return self.schedule[j] <= due + BURST_S or start + due - now() > BUILD_SLACK_S
+
+        while self.due(wanted):
+            self.build_next()
+            await asyncio.sleep(0)
+
+    def take(self, k: int) -> Request:
+        if k not in self.ready:
+            self.build(lambda j: j <= k)
+        return self.ready.pop(k)
+
+
 class LoadGen:
     def __init__(self, args: argparse.Namespace, tokens: Tokens | None = None) -> None:
         self.args = args
@@ -599,18 +650,21 @@ class LoadGen:
 
         tasks = []
         units = self.units(phase, False, count)
-        ready = [(u, None if self.lazy else self.new_request(phase, False, u[0])) for u in units]
         ramp = (a.ramp_up[0], a.ramp_up[1]) if a.ramp_up else None
         if rate is None:  # a trace replayed at its own (scaled) times
             schedule = [u[0].row[0] if u[0].row else 0.0 for u in units]
         else:
-            schedule = arrival_schedule(rate, len(ready), a.seed, a.burstiness, ramp)
+            schedule = arrival_schedule(rate, len(units), a.seed, a.burstiness, ramp)
+        ahead = Ahead(self, phase, units, schedule)
+        ahead.build(lambda k: schedule[k] <= schedule[0] + LOOKAHEAD_S)
         start = now()
-        for (unit, built), due in zip(ready, schedule, strict=True):
+        for k, (unit, due) in enumerate(zip(units, schedule, strict=True)):
             if a.duration is not None and due >= a.duration:
                 break
-            # A trace's body is built before its wait, so only the send happens at its time.
-            req = built or self.new_request(phase, False, unit[0])
+            # Trace bodies are built ahead: all of a burst before its first send, and more
+            # while the wait for the next send leaves time, so only sends happen on time.
+            await ahead.build_before(start, due)
+            req = ahead.take(k)
             delay = start + due - now()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -730,7 +784,9 @@ class LoadGen:
             connector=connector, timeout=timeout, trace_configs=[_send_time_trace()]
         ) as session:
             if a.warmup:
-                first = a.concurrency[0] if a.concurrency else 1
+                # An open loop's warm-up goes all at once, so its bursts find as many
+                # connections already open.
+                first = a.concurrency[0] if a.concurrency else a.warmup
                 await self.closed_loop(session, -1, first, a.warmup, True)
                 self.flush(out)
             plan: list[tuple[int | None, float | None]] = (

@@ -64,6 +64,8 @@ def read_trace(data: bytes, source: str) -> Trace:
     except UnicodeDecodeError:
         raise _error(source, 0, "is not UTF-8 text") from None
     first = text.lstrip()[:1]
+    if not first:
+        raise _error(source, 0, "holds no requests")
     if first == "{":
         requests, kind = read_mooncake(text, source), "mooncake"
     else:
