@@ -27,6 +27,7 @@ from sleuth.tools.bench.run_benchmark import benchmark
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, execute, tool
 from sleuth.tools.results import ToolError, ToolResult
+from sleuth.tools.serving.launch_input import LaunchServerInput
 
 
 class ABSide(BaseModel):
@@ -159,6 +160,9 @@ class _Turns:
         self.ctx, self.args, self.folder, self.headers = ctx, args, folder, headers
         self.sides: dict[Side, ABSide] = {"A": args.a, "B": args.b}
         self.loads = {s: _load(args, side) for s, side in self.sides.items()}
+        for side in self.sides.values():  # both launches checked before either starts
+            if side.launch is not None:
+                _launch_input(args.host, side)
         self.up: tuple[Side, str] | None = None
         self.records: list[ABRunRecord] = []
         self.reports: dict[Side, list[BenchRun]] = {"A": [], "B": []}
@@ -221,6 +225,14 @@ def _load(args: ABBenchmarkInput, side: ABSide) -> RunBenchmarkInput:
         )
     label = side.label or ("A" if side is args.a else "B")
     return load.model_copy(update={"label": label})
+
+
+def _launch_input(host: str, side: ABSide) -> LaunchServerInput:
+    try:
+        return LaunchServerInput.model_validate({**(side.launch or {}), "host": host})
+    except ValidationError as exc:
+        what = side.label or "a side"
+        raise ToolError(f"ab_benchmark launch of {what}: {exc}", ErrorKind.INVALID_INPUT) from None
 
 
 def _launch(ctx: ToolContext, host: str, side: ABSide) -> str:
