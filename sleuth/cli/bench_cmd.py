@@ -294,7 +294,7 @@ def _show(
     records = read_records(run)
     table_csv = write_csv(run)
     page = write_html(run, records)
-    exported = export(run, records, fmt[0], fmt[1]) if fmt else []
+    exported = export(run, records, fmt[0], fmt[1].resolve()) if fmt else []
     out = BenchOutput(
         **run.model_dump(),
         transcript=str(transcript),

@@ -649,12 +649,15 @@ class LoadGen:
                 await self.run_unit(session, phase, False, unit, req)
 
         tasks = []
-        units = self.units(phase, False, count)
         ramp = (a.ramp_up[0], a.ramp_up[1]) if a.ramp_up else None
         if rate is None:  # a trace replayed at its own (scaled) times
+            units = self.units(phase, False, count)
             schedule = [u[0].row[0] if u[0].row else 0.0 for u in units]
         else:
-            schedule = arrival_schedule(rate, len(units), a.seed, a.burstiness, ramp)
+            schedule = arrival_schedule(rate, count, a.seed, a.burstiness, ramp)
+            if a.duration is not None:  # build only what the duration has time to send
+                schedule = [due for due in schedule if due < a.duration] or schedule[:1]
+            units = self.units(phase, False, len(schedule))
         ahead = Ahead(self, phase, units, schedule)
         ahead.build(lambda k: schedule[k] <= schedule[0] + LOOKAHEAD_S)
         start = now()

@@ -82,8 +82,9 @@ def find_max_rate(
 
 
 def _base(args: GoodputSearchInput) -> RunBenchmarkInput:
-    given = {k: v for k, v in args.load.items() if k not in ("host", "request_rate", "concurrency")}
     slo = {f"slo_{k}": v for k, v in args.slo.model_dump().items()}
+    dropped = ("host", "request_rate", "concurrency", *slo)
+    given = {k: v for k, v in args.load.items() if k not in dropped}
     try:
         return RunBenchmarkInput(host=args.host, request_rate=args.rate_low, **given, **slo)
     except ValidationError as exc:
