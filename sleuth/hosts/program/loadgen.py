@@ -1002,13 +1002,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-uvloop", action="store_true", help="use asyncio's own loop even if uvloop is here"
     )
     ap.add_argument("--out", default=None, help="JSONL file; default: a new file under /tmp")
-    args = ap.parse_args(argv)
+    return checked(ap, ap.parse_args(argv))
+
+
+def checked(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """The arguments that depend on each other, checked (and a ramp's first rate filled in)."""
     replay = args.dataset == "trace" and args.concurrency is None and args.request_rate is None
-    if (
-        (args.concurrency is None) == (args.request_rate is None)
-        and not args.ramp_up
-        and not replay
-    ):
+    one_mode = (args.concurrency is None) != (args.request_rate is None)
+    if not one_mode and not args.ramp_up and not replay:
         ap.error("give exactly one of --concurrency and --request-rate")
     if args.dataset == "trace" and not (SECRETS.get("trace") or {}).get("rows"):
         ap.error("--dataset trace takes its rows on stdin from Sleuth (sleuth bench --trace FILE)")
