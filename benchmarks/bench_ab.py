@@ -201,6 +201,13 @@ def report(
         "",
         f"A/A false calls by metric: {_false_calls(false_by_trial)}",
         "",
+        "Every trial: the A/A trial's false calls, and the A/B trial's TPOT p50 (change, "
+        "95% interval, Holm-adjusted p, verdict):",
+        "",
+        "| trial | A/A false calls | A/B TPOT p50 | interval | p (Holm) | verdict |",
+        "|---:|---|---:|---|---:|---|",
+        *trial_rows(false_by_trial, changed),
+        "",
         "### Trace replay timing",
         "",
         f"The Mooncake sample ({SAMPLE.relative_to(ROOT)}, 120 requests, bursts of up to 5 at "
@@ -214,6 +221,18 @@ def report(
         *(f"| {p} | {a:.2f} | {b:.2f} | {c:.2f} |" for p, a, b, c in replays),
     ]
     return "\n".join(lines) + "\n"
+
+
+def trial_rows(false_by_trial: list[list[str]], changed: list[ABResult]) -> list[str]:
+    rows = []
+    for k, (wrong, outcome) in enumerate(zip(false_by_trial, changed, strict=True)):
+        m = next(m for m in outcome.analysis.metrics if (m.metric, m.stat) == ("tpot", "p50"))
+        lo, hi = (m.ci_low or 0.0) * 100, (m.ci_high or 0.0) * 100
+        rows.append(
+            f"| {k} | {', '.join(wrong) or 'none'} | {(m.change or 0.0) * 100:+.2f}% | "
+            f"{lo:+.2f}% .. {hi:+.2f}% | {m.p_adjusted or 0.0:.2g} | {m.verdict} |"
+        )
+    return rows
 
 
 def _false_calls(false_by_trial: list[list[str]]) -> str:

@@ -219,3 +219,23 @@ def test_compare_says_plainly_when_runs_did_not_take_turns(
     single = json.loads(sleuth("bench", "compare", *map(str, one), "--json", cwd=tmp_path).stdout)
     assert single["interleaved"] is False
     assert any("not interleaved" in w for w in single["warnings"])
+
+
+def test_without_matplotlib_the_verdicts_come_and_the_plots_are_named_as_skipped(
+    servers: tuple[str, str], tmp_path: Path, python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from sleuth.cli import app, bench_args
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(bench_args, "pyplot", lambda: None)
+    a_url, _ = servers
+    load = ["-m", "m", "-c", "4", "-n", "8", "--output-len", "12", "--python", python]
+    done = CliRunner().invoke(app, ["bench", "ab", a_url, a_url, *load, "--repeats", "2"])
+    assert done.exit_code == 0, done.output
+    assert "matplotlib is not installed, so the A/B plots are skipped" in done.output
+    assert "pip install 'sleuth[plot]'" in done.output and "plot:" not in done.output
+    assert "no detectable difference" in done.output
+    refused = CliRunner().invoke(app, ["bench", a_url, *load, "--plot", "x.png"])
+    assert refused.exit_code == 2 and "--plot needs matplotlib" in refused.output

@@ -238,12 +238,12 @@ def _warnings(order: str, interleaved: bool, n_a: int, n_b: int) -> list[str]:
 
 
 def _summary(verdicts: list[MetricVerdict], level: float, interleaved: bool) -> str:
-    def names(kind: str) -> list[str]:
-        return [f"{m.metric.upper()} {m.stat}".strip() for m in verdicts if m.verdict == kind]
-
-    parts = [f"B is {kind} in {', '.join(names(kind))}" for kind in ("faster", "slower")]
-    parts = [p for p, kind in zip(parts, ("faster", "slower"), strict=True) if names(kind)]
-    steady = len(names("no detectable difference"))
+    parts = []
+    for kind in ("faster", "slower"):
+        names = [f"{m.metric.upper()} {m.stat}".strip() for m in verdicts if m.verdict == kind]
+        if names:
+            parts.append(f"B is {kind} in {', '.join(names)}")
+    steady = sum(m.verdict == "no detectable difference" for m in verdicts)
     if steady:
         parts.append(f"no detectable difference in {steady} metrics at {level:.0%}")
     text = "; ".join(parts) or "nothing could be compared"
