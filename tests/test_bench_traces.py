@@ -177,3 +177,22 @@ def test_sleuth_bench_replays_a_trace_file_with_speed_and_caps(server: str, tmp_
     got = json.loads(closed.stdout)["report"]["phases"][0]
     assert got["completed"] == 3 and got["concurrency_target"] == 2 and got["failed"] == 0
     assert got["prompt_tokens"]["mean"] == pytest.approx((12 + 20 + 8) / 3)
+
+
+def test_shared_prefix_workload_sends_n_system_prompts_times_m_questions(
+    server: str, tmp_path: Path
+) -> None:
+    done = sleuth(
+        *("bench", server, "-m", "fast", "--shared-prefix", "3,4", "--prefix-len", "16"),
+        *("--input-len", "8", "--block-size", "8", "-c", "2", "--warmup", "0", "--json"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    phase = data["report"]["phases"][0]
+    assert phase["completed"] == 12 and phase["prompt_tokens_source"] == "server"
+    assert phase["prompt_tokens"]["mean"] == 16 + 8  # two 8-word system blocks, one question
+    meta = data["report"]["header"]["trace"]
+    assert meta["source"] == "shared_prefix 3x4" and meta["requests_in_source"] == 12
+    records = [json.loads(x) for x in Path(data["jsonl"]).read_text().splitlines()]
+    assert sum(r["type"] == "request" for r in records) == 12
