@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 
 from sleuth.agent.session import record_cli_call
 from sleuth.cli.common import EXIT_ERROR, EXIT_USAGE, err_console, fail
@@ -149,9 +150,14 @@ def workload_fields(
     speed: str,
     shared_prefix: str | None,
     slo: str | None,
+    prefix_groups: int = 4,
 ) -> dict[str, Any]:
     """--trace, --shared-prefix, --speed and --slo as run_benchmark fields."""
-    fields: dict[str, Any] = {"dataset": dataset, "dataset_path": dataset_path}
+    fields: dict[str, Any] = {
+        "dataset": dataset,
+        "dataset_path": dataset_path,
+        "prefix_groups": prefix_groups,
+    }
     try:
         fields["speed"] = parse_speed(speed)
         if slo:
@@ -228,7 +234,7 @@ def plot_module(required: bool, what: str = "the plots") -> Any:
                 "(or leave out --plot)",
                 EXIT_USAGE,
             )
-        err_console.print(
-            f"note: matplotlib is not installed, so {what} are skipped (pip install 'sleuth[plot]')"
-        )
+        # escape: rich would take [plot] for markup and print `sleuth` alone.
+        note = f"note: matplotlib is not installed, so {what} are skipped "
+        err_console.print(escape(note + "(pip install 'sleuth[plot]')"))
     return plt

@@ -172,6 +172,7 @@ def bench(
         speed=speed,
         shared_prefix=shared_prefix,
         slo=slo,
+        prefix_groups=prefix_groups,
     )
     args = run_input(
         host=host,
@@ -192,7 +193,6 @@ def bench(
         block_size=block_size,
         range_ratio=range_ratio,
         prefix_len=prefix_len,
-        prefix_groups=prefix_groups,
         turns=turns,
         tokenizer=tokenizer,
         temperature=temperature,
