@@ -23,6 +23,7 @@ from sleuth.cli.common import (
     select_or_exit,
     settings_or_exit,
 )
+from sleuth.cli.sealing import NoSign, seal_for
 from sleuth.config import ConfigError, Settings
 from sleuth.mcp.transport import (
     TOKEN_ENV,
@@ -34,6 +35,7 @@ from sleuth.mcp.transport import (
     serve_stdio,
 )
 from sleuth.tools.context import ToolContext, build_context
+from sleuth.transcripts.seal import Seal
 
 
 def register(app: typer.Typer) -> None:
@@ -70,6 +72,7 @@ def mcp(
     fleet_concurrency: FleetConcurrency = None,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     accept_new_host_key: AcceptNewHostKey = False,
+    no_sign: NoSign = False,
     config: ConfigPath = None,
 ) -> None:
     """Serve Sleuth's sandboxed, audited tools over the Model Context Protocol.
@@ -100,7 +103,13 @@ def mcp(
         ctx = _context(settings, hosts, fleet, fleet_concurrency, accept_new_host_key)
     except (BindError, ConfigError) as exc:
         fail(str(exc), EXIT_USAGE)
-    state = ServeState(ctx, transcripts.absolute(), settings)
+    sealed = seal_for(settings, no_sign, quiet=False)  # says which key signs, on stderr
+    state = ServeState(
+        ctx,
+        transcripts.absolute(),
+        settings,
+        seal=lambda: Seal(sealed.signer, sealed.ledger),
+    )
     server = build_server(state)
     try:
         if bind is None:

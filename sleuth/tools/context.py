@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sleuth.config import FleetSettings, Limits, Settings
 from sleuth.errors import ErrorKind, ToolError
@@ -18,6 +19,7 @@ from sleuth.hosts.connect import sandboxed_hosts
 from sleuth.hosts.groups import HostGroup
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver, deny_all
+from sleuth.transcripts.results import ToolResult
 
 
 @dataclass
@@ -34,6 +36,10 @@ class ToolContext:
     groups: Mapping[str, HostGroup] = field(default_factory=dict)
     """The host groups a fleet call (`host="@NAME"`) may name, with their members."""
     fleet: FleetSettings = field(default_factory=FleetSettings)
+    subcall: Callable[[str, dict[str, Any]], ToolResult] | None = None
+    """Runs another tool's call through the caller's call pipeline (consent, redaction,
+    recording). The pipeline sets it for the call in progress, so a tool that drives other
+    tools (ab_benchmark relaunching servers) cannot skip any of those steps."""
 
     def close(self) -> None:
         """Close every host's connection."""

@@ -54,6 +54,8 @@ TOOL_MODULES = (
     "sleuth.tools.serving.processes",
     "sleuth.tools.bench.run_benchmark",
     "sleuth.tools.bench.compare_benchmarks",
+    "sleuth.tools.bench.ab_run",
+    "sleuth.tools.bench.slo_search",
 )
 
 PLUGIN_GROUP = "sleuth.tools"
