@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from sleuth.agent.fleet.grouping import Grouping, fleet_text
 from sleuth.agent.fleet.normalise import Masker, localise
+from sleuth.agent.playbook.drift import drift_reports
+from sleuth.agent.playbook.plan import Result
 from sleuth.config import ConfigError, load_settings
 from sleuth.hosts.groups import select_hosts
 from sleuth.transcripts.events import HostInfo
 from sleuth.transcripts.hostlist import compress, expand
+from sleuth.transcripts.results import ToolResult
 
 SSH_CONFIG = """\
 Host gpu-d1 gpu-d2 gpu-d3
@@ -148,3 +152,25 @@ def test_a_root_token_in_a_fleet_input_names_each_hosts_own_root() -> None:
     }
     assert localise({"path": "<root3>/x"}, info) == {"path": "<root3>/x"}  # no third root
     assert localise({"path": "<root>x"}, info) == {"path": "<root>x"}  # not a whole segment
+
+
+def test_gpu_drift_is_the_driver_not_the_load() -> None:
+    hosts = [f"gpu-{i:02d}" for i in range(1, 9)]
+    grouping = Grouping("@decode", "gpu_info", hosts)
+    for i, host in enumerate(hosts):
+        driver = "535.104.05" if host == "gpu-03" else "550.54.15"
+        output = (
+            f"1 GPU(s) on {host}:\nGPU 0: NVIDIA H100 80GB HBM3, {1000 * i}/81559 MiB used, "
+            f"util {7 * i}%, driver {driver}, compute capability 9.0\n"
+        )
+        info = HostInfo(name=host, roots=[f"/srv/{host}"])
+        grouping.add(host, ToolResult(ok=True, output=output), Masker.for_host(info)(output))
+    fleet = grouping.result()
+    assert [(g.verdict, g.hosts) for g in fleet.groups] == [
+        ("majority", [h for h in hosts if h != "gpu-03"]),
+        ("outlier", ["gpu-03"]),
+    ]
+    result = Result("c1", fleet_text(fleet), False, fleet.model_dump(mode="json"))
+    (report,) = drift_reports(result, "GPUs and driver")
+    assert report.verdict == "no" and report.claim.startswith("gpu-03 differs")
+    assert "driver 535.104.05" in report.claim and "driver 550.54.15" in report.claim
