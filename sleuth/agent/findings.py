@@ -17,6 +17,7 @@ result shows it), not against the grouped result.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -123,9 +124,10 @@ class CallRecord:
     ok: bool
     turn: int
     """The model turn that made the call; its output is visible from turn + 1 on."""
-    masked: str = ""
-    """One host's part of a fleet call: its output with the host's own details masked, as the
-    grouped result shows it; a quote may come from either form."""
+    mask: Callable[[str], str] | None = None
+    """One host's part of a fleet call: how its host's own details are masked, as the grouped
+    result shows them; a quote may come from the output or its masked form (made when a quote
+    is checked, so the output is held once)."""
     fleet_call: str = ""
     """One host's part of a fleet call: the fleet call's id."""
 
@@ -168,7 +170,7 @@ def ground_quote(quote: str, call: CallRecord | None, *, claim: str, turn: int) 
             "wrote this finding. Read it, then report in a later turn",
         )
     text = normalise(quote)
-    outputs = [call.output, call.masked] if call.masked else [call.output]
+    outputs = [call.output, call.mask(call.output)] if call.mask else [call.output]
     lines = [line for output in outputs for line in _output_lines(output)]
     if not call.ok and not _FAILURE_WORDS.search(claim):
         return no(

@@ -155,8 +155,11 @@ class _FanOut:
         need."""
         result = self.pipeline.settle(part, result)
         mask = Masker.for_host(self.view.hosts.get(part.host), part.host)
-        masked = mask(result.output)
-        self.grouping.add(part.host, result, masked if result.ok else mask(result.error or ""))
+        # Each host's output is held once, for the grounding check; its masked form is kept
+        # only where it stands for a group.
+        self.grouping.add(
+            part.host, result, mask(result.output if result.ok else result.error or "")
+        )
         self.records.append(
             CallRecord(
                 part.call_id,
@@ -165,7 +168,7 @@ class _FanOut:
                 result.output,
                 result.ok,
                 0,
-                masked=masked,
+                mask=mask,
                 fleet_call=self.call.call_id,
             )
         )

@@ -139,7 +139,6 @@ def _restore_outputs(inv: Investigation, recording: Recording) -> None:
         for call_id, event in turn.results.items():
             if event.tool != REPORT_FINDING:
                 output = event.result.output
-                masked = Masker.for_host(hosts.get(event.host), event.host)(output)
                 inv.grounder.record(
                     CallRecord(
                         call_id,
@@ -148,7 +147,9 @@ def _restore_outputs(inv: Investigation, recording: Recording) -> None:
                         output,
                         event.result.ok,
                         turn.event.turn,
-                        masked=masked if event.fleet else "",
+                        mask=Masker.for_host(hosts.get(event.host), event.host)
+                        if event.fleet
+                        else None,
                         fleet_call=event.fleet or "",
                     )
                 )
