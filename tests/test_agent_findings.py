@@ -150,7 +150,7 @@ def test_a_bare_number_grounds_only_as_a_whole_token_beside_its_key() -> None:
     partial = ground_quote("6", CONFIG_CALL, claim="num_hidden_layers is 6", turn=2)
     assert not partial.grounded
     prefix = ground_quote('"num_hidden_layers": 6', CONFIG_CALL, claim="6 layers", turn=2)
-    assert not prefix.grounded and prefix.failure == "not_found"
+    assert not prefix.grounded and prefix.failure == "cut_in_word" and prefix.line == 3
 
 
 def test_a_whole_short_key_value_grounds() -> None:

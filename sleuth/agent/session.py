@@ -16,7 +16,7 @@ from typing import Any
 
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
-from sleuth.agent.findings import report_finding_spec
+from sleuth.agent.findings import Grounder, report_finding_spec
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
@@ -38,8 +38,9 @@ from sleuth.transcripts.store import TranscriptWriter, canonical_json
 VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
 
 
-def tool_specs() -> list[ToolSpec]:
-    """Every registered tool plus report_finding, in a stable order (it keeps the cache warm)."""
+def tool_specs(references: bool = True) -> list[ToolSpec]:
+    """Every registered tool plus report_finding, in a stable order (it keeps the cache warm).
+    `references`: report_finding's evidence may cite lines as well as quote."""
     specs = [
         ToolSpec(
             name=t.name,
@@ -49,7 +50,7 @@ def tool_specs() -> list[ToolSpec]:
         )
         for t in sorted(all_tools().values(), key=lambda t: t.name)
     ]
-    return [*specs, report_finding_spec()]
+    return [*specs, report_finding_spec(references)]
 
 
 def sha256_of(value: Any) -> str:
@@ -107,11 +108,14 @@ def start_investigation(
     *,
     observer: Observer | None = None,
     approval_mode: str = "deny",
+    references: bool = True,
 ) -> Investigation:
+    """Write session_started and build the run. `references=False` offers quotes only (to
+    measure what citing lines changes for a model)."""
     session_id = new_session_id()
     writer = TranscriptWriter.create(transcripts, session_id)
     hosts = describe_hosts(ctx)
-    tools = tool_specs()
+    tools = tool_specs(references)
     price = price_for(brain.model, settings.prices)
     system = system_prompt()
     policy = {
@@ -149,6 +153,7 @@ def start_investigation(
         hosts=hosts,
         price=price,
         observer=observer or Quiet(),
+        grounder=Grounder(references),
     )
 
 
