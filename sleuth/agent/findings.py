@@ -207,7 +207,7 @@ def ground_lines(spec: str, call: CallRecord | None, *, claim: str, turn: int) -
         failure = Refusal.TOO_MANY_LINES
     elif cited is None:
         failure = Refusal.LINES_OUT_OF_RANGE
-    elif not any(line.strip() for line in cited):
+    elif not any(shown_lines.bare_line(line).strip() for line in cited):
         failure = Refusal.TOO_SHORT
     if failure is not None:
         shown = shown_lines.shown_range(call.tool, call.output)

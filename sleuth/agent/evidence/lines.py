@@ -42,6 +42,11 @@ def shown_numbers(tool: str, output: str) -> list[int | None]:
     return [int(m.group(1)) if (m := _FILE_LINE.match(line)) else None for line in lines]
 
 
+def bare_line(line: str) -> str:
+    """A line without the file line number read_lines shows at its start."""
+    return _FILE_LINE.sub("", line, count=1)
+
+
 def with_gutter(output: str) -> str:
     return "\n".join(
         f"{n}| {line}" if line else f"{n}|" for n, line in enumerate(output.splitlines(), 1)

@@ -23,21 +23,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from sleuth.agent.evidence.flat import Flat, normalise, squeeze
-from sleuth.agent.evidence.lines import shown_numbers
+from sleuth.agent.evidence.lines import bare_line, shown_numbers
 from sleuth.transcripts.events import Refusal
 
 MIN_TOKENS = 2
 MIN_CHARS = 8
-"""A quote shorter than this (tokens, non-space characters) grounds only as a whole line or a
-whole `key: value` of the output: a short fragment occurs almost anywhere."""
+"""A quote shorter than this (words, non-space characters) grounds only as a whole line or a
+whole `key: value` of the output: a short fragment occurs almost anywhere. Words are runs of
+letters, digits and `_`, so whitespace never makes a quote longer or shorter."""
+_WORD = re.compile(r"[A-Za-z0-9_]+")
 TRIM_FROM = 24
 """A quote this long (characters) that is cut inside a word is trimmed to whole words."""
 ELLIPSIS = re.compile(r"\.{3,}|…")
 BARE_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?%?")
 KEY_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{2,}")
 _SEGMENT_SPLIT = re.compile(r"[,;{}\[\]]")
-# read_lines numbers its lines ("    12\tcode"); a quote of several lines may leave them out.
-_LINE_NUMBER = re.compile(r"^ *\d+\t")
 _CHAINS = 32
 """How many placements of a cut quote are tried before it is refused."""
 
@@ -63,7 +63,8 @@ class Output:
     @classmethod
     def of(cls, tool: str, text: str, arguments: Any) -> Output:
         raw = text.splitlines()
-        bare = [_LINE_NUMBER.sub("", line) for line in raw]
+        # read_lines numbers its lines ("    12\tcode"); a quote may leave the numbers out.
+        bare = [bare_line(line) for line in raw]
         return cls(
             forms=(Flat.of(raw), Flat.of(bare)),
             bare=bare,
@@ -125,7 +126,7 @@ def find_number(number: str, claim: str, output: Output) -> Found:
 def meaningful(text: str, lines: list[str]) -> bool:
     """Long enough to be specific, or a whole unit of the output: a line, a `key: value`, or a
     whole quoted JSON value (`LlamaForCausalLM` from `["LlamaForCausalLM"]`)."""
-    if len(text.split()) >= MIN_TOKENS and len(text.replace(" ", "")) >= MIN_CHARS:
+    if _long_enough(text):
         return True
     bare = text.rstrip(",")
     if not any(ch.isalnum() for ch in bare):
@@ -265,4 +266,4 @@ def _where(part: str, output: Output) -> int | None:
 
 
 def _long_enough(text: str) -> bool:
-    return len(text.split()) >= MIN_TOKENS and len(text.replace(" ", "")) >= MIN_CHARS
+    return len(_WORD.findall(text)) >= MIN_TOKENS and len(text.replace(" ", "")) >= MIN_CHARS
