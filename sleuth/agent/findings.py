@@ -152,7 +152,7 @@ def check_evidence(
     turn: int,
 ) -> EvidenceCheck:
     """One piece of evidence for `claim`, written in model turn `turn`: a quote or a reference."""
-    spec = getattr(evidence, "lines", None)
+    spec = "" if isinstance(evidence, QuoteInput) else evidence.lines
     if spec:
         return ground_lines(spec, call, claim=claim, turn=turn)
     return ground_quote(evidence.quote, call, claim=claim, turn=turn)
@@ -164,7 +164,7 @@ def ground_quote(quote: str, call: CallRecord | None, *, claim: str, turn: int) 
         verdict = ground_quote('"num_nextn_predict_layers": 1', call, claim="MTP", turn=2)
 
     Grounded only if the call is known, ran in an earlier turn, and succeeded (or the claim is
-    about its failure); the quote is meaningful (MIN_TOKENS tokens and MIN_CHARS characters, a
+    about its failure); the quote is meaningful (MIN_TOKENS words and MIN_CHARS characters, a
     whole line, a whole `key: value`, or a bare number on a line that also names a word of the
     claim); and it occurs in the output at word edges (whitespace-blind, `...` for gaps, cut
     words trimmed from a long quote) and not merely as an echo of the call's own arguments.
