@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
 from sleuth.agent.calls import Call, CallPipeline
-from sleuth.agent.findings import report_finding_spec
+from sleuth.agent.findings import Grounder, report_finding_spec
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
@@ -42,8 +42,9 @@ if TYPE_CHECKING:  # a run that signs imports the SSH stack, `sleuth tool` never
 VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
 
 
-def tool_specs() -> list[ToolSpec]:
-    """Every registered tool plus report_finding, in a stable order (it keeps the cache warm)."""
+def tool_specs(references: bool = True) -> list[ToolSpec]:
+    """Every registered tool plus report_finding, in a stable order (it keeps the cache warm).
+    `references`: report_finding's evidence may cite lines as well as quote."""
     specs = [
         ToolSpec(
             name=t.name,
@@ -53,7 +54,7 @@ def tool_specs() -> list[ToolSpec]:
         )
         for t in sorted(all_tools().values(), key=lambda t: t.name)
     ]
-    return [*specs, report_finding_spec()]
+    return [*specs, report_finding_spec(references)]
 
 
 def sha256_of(value: Any) -> str:
@@ -119,13 +120,15 @@ def start_investigation(
     observer: Observer | None = None,
     approval_mode: str = "deny",
     seal: Seal | None = None,
+    references: bool = True,
 ) -> Investigation:
-    """Write session_started and build the loop; `seal` signs the transcript and records its
-    end in the ledger."""
+    """Write session_started and build the run; `seal` signs the transcript and records its
+    end in the ledger. `references=False` offers quotes only (to measure what citing lines
+    changes for a model)."""
     session_id = new_session_id()
     writer = TranscriptWriter.create(transcripts, session_id, seal)
     hosts = describe_hosts(ctx)
-    tools = tool_specs()
+    tools = tool_specs(references)
     price = price_for(brain.model, settings.prices)
     system = system_prompt()
     policy = {
@@ -170,6 +173,7 @@ def start_investigation(
         hosts=hosts,
         price=price,
         observer=observer or Quiet(),
+        grounder=Grounder(references),
     )
 
 
