@@ -27,6 +27,8 @@ from sleuth.cli.common import (
     ConfigPath,
     HostNames,
     JsonFlag,
+    OtelContent,
+    OtlpEndpoint,
     TranscriptsDir,
     approver,
     console,
@@ -35,6 +37,7 @@ from sleuth.cli.common import (
     plural,
     print_json,
     settings_or_exit,
+    telemetry,
 )
 from sleuth.cli.servers_cmd import launched_by_run, print_left_running
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
@@ -117,6 +120,8 @@ def ask(
     yes: ApproveFlag = False,
     accept_new_host_key: AcceptNewHostKey = False,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
+    otlp_endpoint: OtlpEndpoint = None,
+    otel_content: OtelContent = False,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:
@@ -128,6 +133,7 @@ def ask(
     Example: sleuth ask "does /models/ckpt carry its MTP heads?" --host gpu1
     """
     settings = settings_or_exit(config)
+    export = telemetry(otlp_endpoint, otel_content)
     _apply_budget_flags(settings, max_turns, max_tool_calls, max_cost, max_wall)
     interactive = sys.stdin.isatty() and not as_json
     view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
@@ -164,12 +170,13 @@ def ask(
     mode = "--yes" if yes else "interactive" if interactive else "deny"
     tool_data: dict[str, Any] = {}
     try:
-        inv = start_investigation(
-            question, brain, ctx, settings, transcripts, observer=view, approval_mode=mode
-        )
-        tool_data = inv.tool_data
-        with view:
-            result = inv.run()
+        with export as ctx.tracing:
+            inv = start_investigation(
+                question, brain, ctx, settings, transcripts, observer=view, approval_mode=mode
+            )
+            tool_data = inv.tool_data
+            with view:
+                result = inv.run()
     finally:
         # Ended or interrupted: say which servers the run left running (issue 18.9).
         print_left_running(launched_by_run(ctx, tool_data))

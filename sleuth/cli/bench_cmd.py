@@ -13,18 +13,21 @@ from pydantic import ValidationError
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from sleuth.agent.session import record_cli_call
+from sleuth.agent.session import CLI_CALL_ID, new_session_id, record_cli_call
 from sleuth.cli.bench_tables import compare_table, run_table
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
     ConfigOption,
     JsonOption,
+    OtelContent,
+    OtlpEndpoint,
     console,
     err_console,
     fail,
     print_json,
     settings_or_exit,
+    telemetry,
 )
 from sleuth.config import LOCAL, ConfigError
 from sleuth.hosts.host import HostError
@@ -156,6 +159,8 @@ def bench(
     transcripts: Path = typer.Option(
         Path("transcripts"), "--transcripts", help="Folder the run's transcript is written to."
     ),
+    otlp_endpoint: OtlpEndpoint = None,
+    otel_content: OtelContent = False,
     as_json: bool = JsonOption,
     config: Path | None = ConfigOption,
 ) -> None:
@@ -171,6 +176,7 @@ def bench(
     Example: sleuth bench http://127.0.0.1:8000 -m m -r 4 --burstiness 0.5 --duration 60
     """
     settings = settings_or_exit(config)
+    export = telemetry(otlp_endpoint, otel_content)
     if plot is not None or (concurrency and "," in concurrency):
         _plot_module(required=plot is not None)
     headers = _headers(header, api_key)
@@ -213,7 +219,8 @@ def bench(
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     ctx.results_dir = out_dir
-    run, transcript = _run(ctx, args, headers, transcripts)
+    with export as ctx.tracing:
+        run, transcript = _run(ctx, args, headers, transcripts)
     _show(run, transcript, plot, as_json)
 
 
@@ -234,6 +241,11 @@ def _run(
 ) -> tuple[BenchRun, Path]:
     """Run the benchmark, audited like a model's call (the headers are not inputs)."""
     phases = [f"c={c}" for c in args.concurrency or []] or [f"{args.request_rate} req/s"]
+    # The run is recorded after it ran; its session id is chosen first, so the engine's
+    # requests can carry the span the recorded call will have (telemetry on).
+    session_id = new_session_id()
+    if ctx.tracing is not None:
+        ctx.traceparent = ctx.tracing.traceparent(session_id, CLI_CALL_ID)
     try:
         if args.host != LOCAL:
             ctx.host(args.host).check_allowed("run_benchmark")
@@ -244,7 +256,7 @@ def _run(
         ):
             result = benchmark(ctx, args, headers)
         transcript = record_cli_call(
-            transcripts, ctx, "run_benchmark", args.model_dump(mode="json"), result
+            transcripts, ctx, "run_benchmark", args.model_dump(mode="json"), result, session_id
         )
     except (ToolError, HostError, TranscriptError) as exc:
         fail(str(exc), EXIT_ERROR)

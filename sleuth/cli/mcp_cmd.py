@@ -15,10 +15,13 @@ from sleuth.cli.common import (
     AcceptNewHostKey,
     ConfigPath,
     HostNames,
+    OtelContent,
+    OtlpEndpoint,
     TranscriptsDir,
     err_console,
     fail,
     settings_or_exit,
+    telemetry,
 )
 from sleuth.config import ConfigError
 from sleuth.mcp.transport import (
@@ -65,6 +68,8 @@ def mcp(
     hosts: HostNames = None,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     accept_new_host_key: AcceptNewHostKey = False,
+    otlp_endpoint: OtlpEndpoint = None,
+    otel_content: OtelContent = False,
     config: ConfigPath = None,
 ) -> None:
     """Serve Sleuth's sandboxed, audited tools over the Model Context Protocol.
@@ -85,6 +90,7 @@ def mcp(
     from sleuth.mcp.state import ServeState
 
     settings = settings_or_exit(config)
+    export = telemetry(otlp_endpoint, otel_content)
     token = os.environ.get(TOKEN_ENV) or None
     bind: tuple[str, int] | None = None
     try:
@@ -97,17 +103,18 @@ def mcp(
         fail(str(exc), EXIT_USAGE)
     state = ServeState(ctx, transcripts.absolute(), settings)
     server = build_server(state)
-    try:
-        if bind is None:
-            serve_stdio(server, state)
-        else:
-            token = http_token(token, _say)
-            serve_http(server, state, bind, token, allow_host or [], _announce(transcripts))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        state.end_all()
-        ctx.close()
+    with export as ctx.tracing:
+        try:
+            if bind is None:
+                serve_stdio(server, state)
+            else:
+                token = http_token(token, _say)
+                serve_http(server, state, bind, token, allow_host or [], _announce(transcripts))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            state.end_all()
+            ctx.close()
 
 
 def _say(text: str) -> None:

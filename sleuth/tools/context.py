@@ -11,12 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from sleuth.config import Limits, Settings
 from sleuth.errors import ErrorKind, ToolError
 from sleuth.hosts.connect import sandboxed_hosts
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver, deny_all
+
+
+class CallTracing(Protocol):
+    """Names the span of a call before it runs (telemetry on), so the engine's own spans can
+    join it: `traceparent` is the W3C header value the call's HTTP requests carry."""
+
+    def traceparent(self, session_id: str, call_id: str, parent: str | None = None) -> str:
+        """`parent`: the caller's own traceparent (an MCP client's), which the call's span
+        continues."""
+        ...
 
 
 @dataclass
@@ -30,6 +41,11 @@ class ToolContext:
     """Hears every approval decision made through this context (all runs that share it)."""
     results_dir: Path = Path("bench-results")
     """Where tools save files on this machine (benchmark records); never a model's choice."""
+    tracing: CallTracing | None = None
+    """Set when the run exports telemetry; the call pipeline names each call's span with it."""
+    traceparent: str | None = None
+    """The running call's W3C traceparent (telemetry on): launch_server's readiness probes and
+    run_benchmark's requests send it, so an engine that traces (vLLM) joins the call's trace."""
 
     def close(self) -> None:
         """Close every host's connection."""

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,19 @@ ENVELOPE = ("seq", "ts", "type", "prev", "hash")
 
 SESSION_OWNED = ("session_id",)
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+AppendListener = Callable[[Path, Event], None]
+"""Hears each event as stored (redacted, sealed) with its transcript's path; must not raise."""
+_listeners: list[AppendListener] = []
+
+
+def listen(listener: AppendListener) -> Callable[[], None]:
+    """Every writer in this process tells `listener` of each event it stores, in the order of
+    the transcript, until the returned function is called: live telemetry tees the events of
+    any command this way, after the redaction and sealing that the transcript itself gets."""
+    _listeners.append(listener)
+    return lambda: _listeners.remove(listener)
 
 
 class TranscriptError(Exception):
@@ -208,7 +222,10 @@ class TranscriptWriter:
             self._write(encode_line(raw))
             self._seq += 1
             self._prev = raw["hash"]
-        return parse_event(raw)
+            stored = parse_event(raw)
+            for listener in _listeners:  # under the lock, so each hears the transcript's order
+                listener(self.path, stored)
+        return stored
 
     def _write(self, line: bytes) -> None:
         good = self._size

@@ -355,6 +355,8 @@ class LoadGen:
         )
         self.workload = Workload(args, tokens)
         self.headers = {"Content-Type": "application/json", **SECRETS.get("headers", {})}
+        if args.traceparent:  # Sleuth's trace context: a tracing engine joins the run's span
+            self.headers["traceparent"] = args.traceparent
         self.extra_body = json.loads(args.extra_body) if args.extra_body else {}
         self.records: list[dict[str, Any]] = []
         self.next_index = 0
@@ -859,6 +861,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-uvloop", action="store_true", help="use asyncio's own loop even if uvloop is here"
     )
     ap.add_argument("--out", default=None, help="JSONL file; default: a new file under /tmp")
+    ap.add_argument("--traceparent", default=None, help="W3C trace context sent on each request")
     args = ap.parse_args(argv)
     if (args.concurrency is None) == (args.request_rate is None) and args.ramp_up is None:
         ap.error("give exactly one of --concurrency and --request-rate")

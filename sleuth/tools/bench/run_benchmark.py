@@ -190,7 +190,11 @@ class RunBenchmarkInput(ToolInput):
 
 
 def loadgen_args(
-    args: RunBenchmarkInput, url: str, out: str | None, roots: list[str] | None = None
+    args: RunBenchmarkInput,
+    url: str,
+    out: str | None,
+    roots: list[str] | None = None,
+    traceparent: str | None = None,
 ) -> list[str]:
     argv = [
         "--url",
@@ -243,6 +247,8 @@ def loadgen_args(
         argv += ["--extra-body", json.dumps(args.extra_body, separators=(",", ":"))]
     if out:
         argv += ["--out", out]
+    if traceparent:
+        argv += ["--traceparent", traceparent]
     return argv
 
 
@@ -276,10 +282,10 @@ def benchmark(
     args = _resolved(host, args)
     secrets = {"headers": headers} if headers else None
     if args.where == "remote":
-        raw, argv = _run_remote(host, args, secrets)
+        raw, argv = _run_remote(host, args, secrets, ctx.traceparent)
         rtt = None
     else:
-        raw, argv, rtt = _run_local(host, args, secrets)
+        raw, argv, rtt = _run_local(host, args, secrets, ctx.traceparent)
     path = _save(raw, ctx.results_dir, args.host)
     report = summarise(raw.splitlines(), args.slo(), percentiles=args.percentiles)
     run = BenchRun(
@@ -305,12 +311,15 @@ def _resolved(host: SandboxedHost, args: RunBenchmarkInput) -> RunBenchmarkInput
 
 
 def _run_remote(
-    host: SandboxedHost, args: RunBenchmarkInput, secrets: dict[str, Any] | None
+    host: SandboxedHost,
+    args: RunBenchmarkInput,
+    secrets: dict[str, Any] | None,
+    traceparent: str | None,
 ) -> tuple[bytes, list[str]]:
     roots = host.real_roots if args.tokenizer else None
     result = host.run_program(
         "loadgen.py",
-        loadgen_args(args, args.endpoint, None, roots),
+        loadgen_args(args, args.endpoint, None, roots, traceparent),
         # On this machine the load generator runs with Sleuth's own interpreter, which
         # has aiohttp; the system python3 may not.
         python=args.python or (sys.executable if isinstance(host.host, LocalHost) else None),
@@ -330,7 +339,10 @@ def _run_remote(
 
 
 def _run_local(
-    host: SandboxedHost, args: RunBenchmarkInput, secrets: dict[str, Any] | None
+    host: SandboxedHost,
+    args: RunBenchmarkInput,
+    secrets: dict[str, Any] | None,
+    traceparent: str | None,
 ) -> tuple[bytes, list[str], Dist | None]:
     local = LocalHost("local")
     roots = host.real_roots if args.tokenizer else None
@@ -340,7 +352,7 @@ def _run_local(
     ):
         out = str(Path(tmp) / "run.jsonl")
         head = ["-c", SECRET_RUNNER] if secrets else ["-"]
-        argv = [sys.executable, *head, *loadgen_args(args, url, out, roots)]
+        argv = [sys.executable, *head, *loadgen_args(args, url, out, roots, traceparent)]
         stdin = with_secrets("loadgen.py", secrets) if secrets else program("loadgen.py")
         result = local.run(argv, stdin=stdin, timeout=args.timeout_s, max_bytes=64_000)
         _check(result.exit_code, result.timed_out, result.stderr, "local", argv[0], args)
