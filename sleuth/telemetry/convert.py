@@ -298,11 +298,12 @@ class Converter:
             "gen_ai.tool.call.id": call.call_id,
             "gen_ai.tool.type": "function",
             "gen_ai.conversation.id": self.session_id,
-            "sleuth.host": call.host,
             "sleuth.call.refused": result.refused,
             "sleuth.bytes_cut": result.bytes_cut,
             "sleuth.commands": len(result.argv),
         }
+        if call.host:
+            attrs["sleuth.host"] = call.host
         if mcp:
             attrs["mcp.method.name"] = "tools/call"
         if result.exit_code is not None:
