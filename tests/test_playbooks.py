@@ -306,7 +306,7 @@ def test_speculative_decoding_gain_is_measured_without_and_with_and_compared(
     compared = next(c for c in calls(result) if c.tool == "compare_benchmarks")
     tpot = next(
         m
-        for m in compared.data["phases"][0]["metrics"]
+        for m in compared.result.data["phases"][0]["metrics"]
         if (m["metric"], m["stat"]) == ("tpot", "p50")
     )
     assert tpot["significant"] and tpot["rel_diff"] == pytest.approx(-0.5, abs=0.1)
