@@ -20,7 +20,7 @@ from sleuth.telemetry.convert import Converter
 from sleuth.telemetry.sdk import PlannedIds, resource, scope, tracer
 from sleuth.telemetry.send import Sender, otlp_sender
 from sleuth.telemetry.settings import Destination
-from sleuth.transcripts.events import Event
+from sleuth.transcripts.events import Event, SessionEnded
 from sleuth.transcripts.store import listen
 
 
@@ -97,8 +97,10 @@ class LiveExport:
                         self._parent_of,
                     )
             ended = converter.feed(event)
-            if ended is not None and self._sender is not None:
+            if self._sender is not None:
                 self._sender.add_metrics(ended)
+                if isinstance(event, SessionEnded):
+                    self._sender.flush()
         except Exception as exc:  # a bug in the export must never stop the investigation
             if not self._broken:
                 self._broken = True

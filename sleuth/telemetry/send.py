@@ -49,6 +49,8 @@ class Sender(SpanProcessor):
         self._metrics: list[MetricsData] = []
         self._cond = threading.Condition()
         self._closing = False
+        self._hurry = False
+        self._sending = False
         self.failed = False
         self.sent_spans = 0
         self._thread = threading.Thread(target=self._run, name="sleuth-otlp", daemon=True)
@@ -69,6 +71,17 @@ class Sender(SpanProcessor):
             if not self.failed:
                 into.append(item)  # type: ignore[arg-type]
                 self._cond.notify()
+
+    def flush(self, timeout_s: float = FLUSH_S) -> None:
+        """Send what is queued now and wait for it (at most `timeout_s`): a session that ended
+        is sent before anything can stop the process (`sleuth mcp` exits on SIGTERM)."""
+        with self._cond:
+            self._hurry = True
+            self._cond.notify_all()
+            self._cond.wait_for(
+                lambda: self.failed or not (self._spans or self._metrics or self._sending),
+                timeout_s,
+            )
 
     def close(self, timeout_s: float = FLUSH_S) -> bool:
         """Send what is queued, waiting at most `timeout_s`; True when all of it went."""
@@ -95,16 +108,17 @@ class Sender(SpanProcessor):
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: self._closing or self._spans or self._metrics)
-                if not self._closing:  # gather what ends in the next moment into one request
-                    self._cond.wait_for(lambda: self._closing, self._delay)
+                # Gather what ends in the next moment into one request, unless told to hurry.
+                self._cond.wait_for(lambda: self._closing or self._hurry, self._delay)
                 spans, self._spans = self._spans, []
                 metrics, self._metrics = self._metrics, []
-                done = self._closing
+                done, self._hurry, self._sending = self._closing, False, True
             self._send(spans, metrics)
-            if done:
-                with self._cond:
-                    if not (self._spans or self._metrics):
-                        return
+            with self._cond:
+                self._sending = False
+                self._cond.notify_all()
+                if done and not (self._spans or self._metrics):
+                    return
 
     def _send(self, spans: Sequence[ReadableSpan], metrics: Sequence[MetricsData]) -> None:
         if self.failed:
@@ -123,6 +137,7 @@ class Sender(SpanProcessor):
         with self._cond:
             first, self.failed = not self.failed, True
             self._spans, self._metrics = [], []
+            self._cond.notify_all()
         if first:
             self._warn(
                 f"telemetry: the collector at {self._where} cannot be reached or refused the "
