@@ -81,8 +81,11 @@ def imports(repeats: int) -> list[float]:
     base = "import sleuth.agent.session, sleuth.cli.common, time; t = time.perf_counter(); "
     code = base + "import sleuth.telemetry.live; print(time.perf_counter() - t)"
     return [
-        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             check=True).stdout)
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            ).stdout
+        )
         for _ in range(repeats)
     ]
 
@@ -93,8 +96,17 @@ def end_to_end(config: Path, url: str, repeats: int) -> dict[str, list[float]]:
     for i in range(repeats):
         for mode in ("off", "on") if i % 2 == 0 else ("on", "off"):
             flags = ["--otlp-endpoint", url] if mode == "on" else []
-            argv = [sys.executable, "-m", "sleuth.cli", "ask", QUESTIONS[0], "--provider",
-                    "playbook", "--json", *flags]
+            argv = [
+                sys.executable,
+                "-m",
+                "sleuth.cli",
+                "ask",
+                QUESTIONS[0],
+                "--provider",
+                "playbook",
+                "--json",
+                *flags,
+            ]
             began = time.perf_counter()
             subprocess.run(argv, cwd=config.parent, env=env, capture_output=True, check=True)
             runs[mode].append(time.perf_counter() - began)
