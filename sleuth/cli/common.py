@@ -108,10 +108,14 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     raise typer.Exit(code)
 
 
-def telemetry(endpoint: str | None, content: bool) -> AbstractContextManager[LiveExport | None]:
+def telemetry(
+    endpoint: str | None, content: bool, send_each_session: bool = False
+) -> AbstractContextManager[LiveExport | None]:
     """The command's live telemetry export: a context to run the command in, whose value goes
     on the ToolContext (`ctx.tracing`), and that sends what is left when the command is done;
-    None inside when no export is asked for (no --otlp-endpoint, no OTEL_EXPORTER_OTLP_*)."""
+    None inside when no export is asked for (no --otlp-endpoint, no OTEL_EXPORTER_OTLP_*).
+    `send_each_session`: a server sends each session's spans as it ends (a signal may stop
+    it before the block is left)."""
     from sleuth.telemetry.settings import SettingsError, destination
 
     try:
@@ -123,7 +127,7 @@ def telemetry(endpoint: str | None, content: bool) -> AbstractContextManager[Liv
     require_otel()
     from sleuth.telemetry.live import LiveExport
 
-    return LiveExport(where, warn)
+    return LiveExport(where, warn, send_each_session=send_each_session)
 
 
 OTEL_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "google.protobuf")

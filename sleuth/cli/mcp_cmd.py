@@ -90,7 +90,7 @@ def mcp(
     from sleuth.mcp.state import ServeState
 
     settings = settings_or_exit(config)
-    export = telemetry(otlp_endpoint, otel_content)
+    export = telemetry(otlp_endpoint, otel_content, send_each_session=True)
     token = os.environ.get(TOKEN_ENV) or None
     bind: tuple[str, int] | None = None
     try:

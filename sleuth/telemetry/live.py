@@ -29,10 +29,18 @@ class LiveExport:
     the engines they call (`traceparent`). A context manager: leaving it sends what is left."""
 
     def __init__(
-        self, destination: Destination, warn: Callable[[str], None], sender: Sender | None = None
+        self,
+        destination: Destination,
+        warn: Callable[[str], None],
+        sender: Sender | None = None,
+        send_each_session: bool = False,
     ) -> None:
-        """Nothing starts until the block is entered; `sender` replaces the OTLP one (tests)."""
+        """Nothing starts until the block is entered; `sender` replaces the OTLP one (tests).
+        `send_each_session`: send a session's spans as soon as it ends, before anything else
+        runs (a server whose process a signal may end at any time, `sleuth mcp`); otherwise
+        they go in the background, and leaving the block sends the rest."""
         self.destination = destination
+        self._send_each_session = send_each_session
         self._warn = warn
         self._given = sender
         self._sender: Sender | None = None
@@ -99,7 +107,7 @@ class LiveExport:
             ended = converter.feed(event)
             if self._sender is not None:
                 self._sender.add_metrics(ended)
-                if isinstance(event, SessionEnded):
+                if self._send_each_session and isinstance(event, SessionEnded):
                     self._sender.flush()
         except Exception as exc:  # a bug in the export must never stop the investigation
             if not self._broken:

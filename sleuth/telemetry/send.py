@@ -127,9 +127,11 @@ class Sender(SpanProcessor):
             if self._spans_out.export(spans) is not SpanExportResult.SUCCESS:
                 return self._fail("it did not take the spans")
             self.sent_spans += len(spans)
-        for data in metrics:
+        if metrics:
             assert self._metrics_out is not None
-            if self._metrics_out.export(data) is not MetricExportResult.SUCCESS:
+            # One request for every segment that ended since the last one.
+            merged = MetricsData([rm for data in metrics for rm in data.resource_metrics])
+            if self._metrics_out.export(merged) is not MetricExportResult.SUCCESS:
                 return self._fail("it did not take the metrics")
         return None
 
