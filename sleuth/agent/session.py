@@ -174,6 +174,7 @@ def start_investigation(
         price=price,
         observer=observer or Quiet(),
         grounder=Grounder(references),
+        session_id=session_id,
     )
 
 
@@ -187,13 +188,14 @@ def run_cli_call(
     inputs: dict[str, Any],
     result: ToolResult | None = None,
     seal: Seal | None = None,
+    session_id: str | None = None,
 ) -> tuple[ToolResult, Path]:
     """A one-call transcript for `sleuth tool`: a person's call goes through the call pipeline
     and is audited like a model's. A command that ran the tool itself (`sleuth bench`, whose
-    request headers are no input) passes its `result`: it is redacted and recorded the same
-    way. A `seal` signs the transcript and enters it in the ledger. Returns the result as
-    recorded, and the transcript."""
-    session_id = new_session_id()
+    request headers are no input) passes its `result`, and the `session_id` it traced the run
+    under: it is redacted and recorded the same way. A `seal` signs the transcript and enters
+    it in the ledger. Returns the result as recorded, and the transcript."""
+    session_id = session_id or new_session_id()
     spec = [s for s in tool_specs() if s.name == name]
     with TranscriptWriter.create(transcripts, session_id, seal) as writer:
         writer.append(
@@ -207,7 +209,7 @@ def run_cli_call(
                 tools_hash=tools_hash(spec),
             )
         )
-        calls = CallPipeline(ctx, writer.append)
+        calls = CallPipeline(ctx, writer.append, session_id=session_id)
         call = Call(CLI_CALL_ID, name, inputs)
         done = calls.tool(call, 0) if result is None else calls.answered(call, result, 0)
         writer.append(
@@ -227,6 +229,7 @@ def record_cli_call(
     inputs: dict[str, Any],
     result: ToolResult,
     seal: Seal | None = None,
+    session_id: str | None = None,
 ) -> Path:
     """The transcript of a call a command ran itself (`sleuth bench`)."""
-    return run_cli_call(transcripts, ctx, name, inputs, result, seal)[1]
+    return run_cli_call(transcripts, ctx, name, inputs, result, seal, session_id)[1]
