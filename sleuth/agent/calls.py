@@ -64,6 +64,8 @@ class Call:
     call_id: str
     tool: str
     input: dict[str, Any]
+    parent: str | None = None
+    """The caller's W3C traceparent (an MCP client's): the call's span continues its trace."""
     part_of: FleetPart | None = None
     """Set for one host's part of a fleet call."""
 
@@ -168,6 +170,8 @@ class CallPipeline:
     executor: Executor = run_live
     consent: Consent = live_consent
     findings: list[Finding] = field(default_factory=list)
+    session_id: str = ""
+    """The transcript's session id: with the context's tracing, it names each call's span."""
     fleet: FleetView | None = None
     """The groups and hosts fleet calls may reach (None: a session without groups)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -181,6 +185,8 @@ class CallPipeline:
         this call instead of the context's (an MCP client's answer belongs to its own call)."""
         ctx = self.ctx if approver is None else replace(self.ctx, approver=approver)
         ctx = replace(ctx, subcall=self._subcalls(call, turn, approver))
+        if (traceparent := self._traceparent(call)) is not None:
+            ctx = replace(ctx, traceparent=traceparent)
         if call.part_of is None and is_fleet_host(call.host):
             return run_fleet(self, ctx, call, turn)
         return self.answered(call, self.answer(ctx, call), turn)
@@ -220,6 +226,7 @@ class CallPipeline:
     def report(self, call: Call, turn: int) -> Outcome:
         """report_finding: the grounding check decides, and the call and its finding (once kept)
         are recorded like any other call."""
+        self._traceparent(call)
         outcome = self.grounder.report(call.call_id, call.input, turn)
         quotes = [q.model_dump(mode="json") for q in outcome.quotes]
         result = ToolResult(
@@ -244,6 +251,13 @@ class CallPipeline:
         """At the end of a run, findings still waiting for a mend are kept as they are."""
         for call_id, finding in self.grounder.unmended():
             self.keep(call_id, finding)
+
+    def _traceparent(self, call: Call) -> str | None:
+        """The call's span, named before it runs (telemetry on): its requests carry it."""
+        tracing = self.ctx.tracing
+        if tracing is None:
+            return None
+        return tracing.traceparent(self.session_id, call.call_id, call.parent)
 
     def answer(self, ctx: ToolContext, call: Call) -> ToolResult:
         """Validate, decide and execute one call; the result is not yet redacted."""

@@ -112,6 +112,8 @@ class Investigation:
     workers: int = 8
     executor: Executor = run_live
     consent: Consent = live_consent
+    session_id: str = ""
+    """The transcript's session id, for the call pipeline's telemetry."""
     fleet: FleetView | None = None
     """The groups fleet calls may name (`host="@NAME"`), from session_started."""
 
@@ -129,6 +131,7 @@ class Investigation:
             self.executor,
             self.consent,
             self.findings,
+            self.session_id,
             self.fleet,
         )
         self.turn_calls = TurnCalls(

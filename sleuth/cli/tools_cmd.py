@@ -23,6 +23,8 @@ from sleuth.cli.common import (
     HostName,
     HostSpecs,
     JsonFlag,
+    OtelContent,
+    OtlpEndpoint,
     TranscriptsDir,
     console,
     err_console,
@@ -31,6 +33,7 @@ from sleuth.cli.common import (
     print_json,
     select_or_exit,
     settings_or_exit,
+    telemetry,
 )
 from sleuth.cli.sealing import NoSign, say_warnings, seal_for
 from sleuth.config import LOCAL, ConfigError, Settings
@@ -85,6 +88,8 @@ def run_tool(
     accept_new_host_key: AcceptNewHostKey = False,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     no_sign: NoSign = False,
+    otlp_endpoint: OtlpEndpoint = None,
+    otel_content: OtelContent = False,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:
@@ -97,6 +102,7 @@ def run_tool(
     """
 
     settings = settings_or_exit(config)
+    export = telemetry(otlp_endpoint, otel_content)
     if is_fleet_host(host):
         fleet, host = [*(fleet or []), host[1:]], LOCAL
     chosen = select_or_exit(settings, [host], fleet, fleet_concurrency)
@@ -126,7 +132,7 @@ def run_tool(
     try:
         # Through the call pipeline, as a model's call: the terminal gets what a model would
         # get (secrets redacted), and the transcript what it would record.
-        with err_console.status(f"{name} on {host}", spinner="dots"):
+        with err_console.status(f"{name} on {host}", spinner="dots"), export as ctx.tracing:
             result, transcript = run_cli_call(transcripts, ctx, name, inputs, seal=seal)
     except TranscriptError as exc:
         fail(str(exc))

@@ -81,7 +81,9 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
             raise
         return _refused(_port_in_use(str(exc)), argv, checked)
     try:
-        watch = wait_ready(host, server_id, engine, ready, args.timeout_s, args.poll_s)
+        watch = wait_ready(
+            host, server_id, engine, ready, args.timeout_s, args.poll_s, ctx.traceparent
+        )
     except Exception as exc:
         stopped = stop_quietly(host, server_id)
         raise ToolError(
