@@ -99,6 +99,12 @@ def test_one_call_groups_the_hosts_and_records_each_hosts_raw_output(
     assert isinstance(start, SessionStarted) and start.groups[GROUP] == fleet.hosts
     replayed = replay(path)
     assert replayed.ok, replayed.divergence
+    today = fleet_ctx(settings)
+    try:
+        live = replay(path, live_ctx=today)  # each host's part run again, compared host by host
+    finally:
+        today.close()
+    assert live.ok and sorted(c.host for c in live.calls) == sorted(fleet.hosts)
 
 
 def test_the_playbook_names_exactly_the_planted_drifts_and_replays_exactly(
