@@ -64,7 +64,7 @@ HostSpecs = Annotated[
     list[str] | None,
     typer.Option(
         "--hosts",
-        help="Hosts by the group: a [groups] name from sleuth.toml, a pattern over its hosts and "
+        help="Hosts by the group: a group named in sleuth.toml, a pattern over its hosts and "
         "the aliases of ~/.ssh/config (gpu-d*), or a comma list; repeat for several. A "
         "read-only tool then runs on a whole group at once (host=@GROUP).",
     ),
