@@ -41,7 +41,7 @@ from sleuth.tools.registry import (
     plugin_errors,
     validation_text,
 )
-from sleuth.transcripts.redact import redact_obj
+from sleuth.transcripts.redact import redact_data
 from sleuth.transcripts.store import TranscriptError
 
 
@@ -113,7 +113,7 @@ def run_tool(
         with err_console.status(f"{name} on {host}", spinner="dots"):
             result = execute(ctx, name, inputs)
         # The terminal gets what a model would get: secrets redacted.
-        result = redact_obj(result)
+        result = redact_data(result)
         try:
             transcript = record_cli_call(transcripts, ctx, name, inputs, result)
         except TranscriptError as exc:

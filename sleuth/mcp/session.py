@@ -46,7 +46,7 @@ from sleuth.transcripts.events import (
     ToolExecuted,
     Totals,
 )
-from sleuth.transcripts.redact import redact
+from sleuth.transcripts.redact import redact, redact_data
 from sleuth.transcripts.store import TranscriptError, TranscriptWriter
 
 BRAIN = "mcp"
@@ -70,6 +70,7 @@ class CallOutcome:
     """Exactly what `sleuth ask` would show a model: capped, redacted."""
     is_error: bool
     data: Any = None
+    """The tool's structured data, redacted like the text (MCP structuredContent)."""
 
 
 class McpSession:
@@ -146,7 +147,7 @@ class McpSession:
             turn = self._returned
         self.grounder.record(CallRecord(call_id, name, raw, output, result.ok, turn))
         self._record(tool_event(call_id, name, raw, result))
-        return CallOutcome(call_id, output, not result.ok, result.data)
+        return CallOutcome(call_id, output, not result.ok, redact_data(result.data))
 
     def end(self, status: SessionStatus = "closed") -> None:
         """Write session_ended (once): findings still waiting for a mend are kept, ungrounded."""

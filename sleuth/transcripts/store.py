@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sleuth.transcripts.events import Event, parse_event
-from sleuth.transcripts.redact import redact_obj
+from sleuth.transcripts.redact import redact_data
 
 ENVELOPE = ("seq", "ts", "type", "prev", "hash")
 """Fields the store owns. They are never redacted: `hash` and `prev` are sha256 hex."""
@@ -201,7 +201,7 @@ class TranscriptWriter:
         own = {key: payload.pop(key) for key in SESSION_OWNED if key in payload}
         with self._lock:
             raw: dict[str, Any] = {"seq": self._seq, "ts": utc_timestamp(), "type": event.type}
-            raw.update(redact_obj(payload))
+            raw.update(redact_data(payload))
             raw.update(own)
             raw["prev"] = self._prev
             raw["hash"] = event_hash(raw)

@@ -18,10 +18,24 @@ from sleuth.hosts.host import HostError, LocalHost, read_whole
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import secret_scan
 from sleuth.tools.results import ToolError
-from sleuth.transcripts.redact import KEY_RULES, KEY_STEMS, KEY_WORDS, SOFT_LABELS
+from sleuth.transcripts.secret_keys import (
+    KEY_ESCAPES,
+    KEY_RULES,
+    KEY_STEMS,
+    KEY_WORDS,
+    SOFT_LABELS,
+    SQUASHED_RULE,
+)
 
 RULES = json.dumps(
-    {"words": KEY_WORDS, "rules": KEY_RULES, "soft": sorted(SOFT_LABELS), "stems": KEY_STEMS}
+    {
+        "words": KEY_WORDS,
+        "rules": KEY_RULES,
+        "squashed": SQUASHED_RULE,
+        "escapes": KEY_ESCAPES,
+        "soft": sorted(SOFT_LABELS),
+        "stems": KEY_STEMS,
+    }
 )
 _RULES = secret_scan.Rules(json.loads(RULES))
 

@@ -83,13 +83,22 @@ class Found:
 
 
 def parse(stdout: bytes) -> list[tuple[str, int, str]]:
-    """`grep -n -Z` output -> (file, line number, text)."""
+    """`grep -n -Z` output -> (file, line number, text).
+
+    Each record is `NAME\\0N:TEXT\\n`. A name may hold newlines (only NUL is barred from
+    it) and a text may not, so records are split at NULs: the text runs to the first
+    newline after one, and the next name from there to the next NUL. A last record
+    without its newline (a host's cap cut it) is dropped, as its text may be cut short.
+    """
     out = []
-    for line in stdout.split(b"\n"):
-        name, sep, rest = line.partition(b"\x00")
+    chunks = stdout.split(b"\x00")
+    name = chunks[0]
+    for chunk in chunks[1:]:
+        rest, newline, following = chunk.partition(b"\n")
         number, colon, text = rest.partition(b":")
-        if sep and colon and number.isdigit():
+        if newline and colon and number.isdigit():
             out.append((name.decode(errors="replace"), int(number), text.decode(errors="replace")))
+        name = following
     return out
 
 
@@ -216,7 +225,8 @@ def context_lines(
         script = ";".join(f"{n}{{=;p;}}" for n in sorted(lines))
         run = sandbox.run(["sed", "-n", "-e", script, "--", name])
         _check(run, name, ToolError, "reading context")
-        printed = run.stdout.split(b"\n")
+        # A line the host's cap cut short is not shown: only whole lines, each after its number.
+        printed = run.stdout[: run.stdout.rfind(b"\n") + 1].split(b"\n")
         for number, text in zip(printed[0::2], printed[1::2], strict=False):
             if number.isdigit():
                 n = int(number)
