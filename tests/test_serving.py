@@ -588,7 +588,7 @@ def test_a_secret_in_env_reaches_the_server_but_no_command_line_or_output(
         scanner.join()
     assert found == []
     assert result.data["exit_code"] == 4  # it ran to its end, with the token in its env
-    assert "token=[redacted: launch env value]" in result.output
+    assert "token=[REDACTED:launch-env]" in result.output
     assert token not in result.output and token not in json.dumps(result.data)
     assert "HF_TOKEN" in result.output
 
