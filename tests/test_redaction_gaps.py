@@ -356,10 +356,13 @@ def test_launch_env_values_never_reach_server_status_or_launch_output(
     try:
         values = [token, password, inherited]
         assert leaked(values, launched.output, launched.data) == []
-        # Another process knows nothing of the launch: only what the host tells it.
-        clear_registered_secrets()
-        status = run(ctx, "server_status", server_id=server_id)
-        assert "[REDACTED:" in status.data["tail"]
-        assert leaked(values, status.output, status.data) == []
+        # Another process knows nothing of the launch: only what the host tells it, while
+        # the server runs and after it has ended.
+        for _ in ("running", "stopped"):
+            clear_registered_secrets()
+            status = run(ctx, "server_status", server_id=server_id)
+            assert "[REDACTED:" in status.data["tail"]
+            assert leaked(values, status.output, status.data) == []
+            execute(ctx, "stop_server", {"host": "local", "server_id": server_id})
     finally:
         execute(ctx, "stop_server", {"host": "local", "server_id": server_id})

@@ -8,14 +8,25 @@ name looks secret, and those of the server's whole environment as the host has i
 (`/proc/PID/environ` while it runs; the host's own environment, which it inherited, after
 it has ended). In the process that launched it, the launch's values are also registered
 with the redactor, so every later output of that process hides them too.
+
+Another process (a later `sleuth tool server_status`, a restarted `sleuth mcp`) cannot
+read the launch's values once the server has ended, and they are never written down. What
+is written, beside the server's log in its 0700 folder, is a fingerprint of each: its
+length, its first two characters and a salted sha256, enough to recognise the value in a
+log and to replace it, not to recover it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import posixpath
 import re
+import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.transcripts.redact import register_secret
@@ -51,15 +62,79 @@ def inherited_secrets(pairs: Iterable[tuple[str, str]]) -> list[str]:
     ]
 
 
+class Fingerprint(BaseModel):
+    """A secret value as written beside a server's log: recognisable, not recoverable."""
+
+    length: int
+    head: str
+    sha256: str
+
+
+class Fingerprints(BaseModel):
+    salt: str
+    values: list[Fingerprint]
+
+    def find(self, text: str) -> list[tuple[int, int]]:
+        """The spans of `text` that hold one of the values."""
+        spans = []
+        for value in self.values:
+            at = text.find(value.head)
+            while at >= 0:
+                piece = text[at : at + value.length]
+                if len(piece) == value.length and _digest(self.salt, piece) == value.sha256:
+                    spans.append((at, at + value.length))
+                at = text.find(value.head, at + 1)
+        return spans
+
+
+FINGERPRINTS = "env-fingerprints.json"
+_WRITE = 'umask 077 && cat > "$1"'
+
+
+def _digest(salt: str, value: str) -> str:
+    return hashlib.sha256((salt + value).encode()).hexdigest()
+
+
+def fingerprints(values: Iterable[str]) -> Fingerprints:
+    salt = secrets.token_hex(16)
+    found = [Fingerprint(length=len(v), head=v[:2], sha256=_digest(salt, v)) for v in values]
+    return Fingerprints(salt=salt, values=found)
+
+
+def remember(host: SandboxedHost, log: str, values: Iterable[str]) -> None:
+    """Write the values' fingerprints beside the server's log (`log`'s folder)."""
+    doc = fingerprints(values).model_dump_json().encode()
+    host.run(["sh", "-c", _WRITE, "sleuth-env-fingerprints", _beside(log)], stdin=doc)
+
+
+def recall(host: SandboxedHost, log: str) -> Fingerprints | None:
+    """The fingerprints `remember` wrote for the server whose log is `log`, if any."""
+    run = host.run(["cat", "--", _beside(log)], timeout=10)
+    try:
+        return Fingerprints.model_validate_json(run.stdout) if run.exit_code == 0 else None
+    except ValidationError:
+        return None
+
+
+def _beside(log: str) -> str:
+    return posixpath.join(posixpath.dirname(log), FINGERPRINTS)
+
+
 @dataclass(frozen=True)
 class Scrubber:
-    """Replaces each of `values` (longest first) wherever it appears."""
+    """Replaces each of `values` (longest first), and each value `known` recognises,
+    wherever it appears."""
 
     values: tuple[str, ...] = ()
+    known: Fingerprints | None = None
 
     def __call__(self, text: str) -> str:
         for value in self.values:
             text = text.replace(value, SCRUBBED)
+        if self.known is None:
+            return text
+        for start, end in sorted(self.known.find(text), reverse=True):
+            text = text[:start] + SCRUBBED + text[end:]
         return text
 
     def data(self, obj: Any) -> Any:
@@ -86,13 +161,20 @@ def process_env(host: SandboxedHost, pids: Iterable[int]) -> list[tuple[str, str
     return pairs
 
 
-def scrubber(
-    host: SandboxedHost, pids: Iterable[int], env: Mapping[str, str] | None = None
-) -> Scrubber:
-    """A Scrubber for a server: `env` is the launch's own, when this process launched it."""
-    values = set(inherited_secrets(process_env(host, pids)))
-    if env is not None:
-        for value in launch_secrets(env):
-            register_secret(value)
-            values.add(value)
-    return Scrubber(tuple(sorted(values, key=len, reverse=True)))
+def launch_scrubber(host: SandboxedHost, pid: int, log: str, env: Mapping[str, str]) -> Scrubber:
+    """For the server this process just launched: its env's secret values (registered with
+    the redactor and fingerprinted beside its log) and what else its environment holds."""
+    values = set(inherited_secrets(process_env(host, [pid])))
+    launched = launch_secrets(env)
+    for value in launched:
+        register_secret(value)
+    if launched:
+        remember(host, log, launched)
+    return Scrubber(tuple(sorted(values | set(launched), key=len, reverse=True)))
+
+
+def status_scrubber(host: SandboxedHost, pids: Iterable[int], log: str) -> Scrubber:
+    """For a server another call launched: its running processes' environment, the host's,
+    and the fingerprints its launch left beside its log."""
+    values = inherited_secrets(process_env(host, pids))
+    return Scrubber(tuple(sorted(set(values), key=len, reverse=True)), recall(host, log))

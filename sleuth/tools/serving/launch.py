@@ -21,7 +21,7 @@ from sleuth.tools.serving.ctl import CtlRefused, LogText, ServerRecord, Started,
 from sleuth.tools.serving.data import LaunchData, Milestone, RefusedLaunch
 from sleuth.tools.serving.diagnose import Diagnosis, diagnose, split_lines
 from sleuth.tools.serving.engines import VllmEntry
-from sleuth.tools.serving.env_scrub import Scrubber, scrubber
+from sleuth.tools.serving.env_scrub import Scrubber, launch_scrubber
 from sleuth.tools.serving.launch_input import (
     LaunchServerInput,
     checked_env,
@@ -74,7 +74,7 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
             raise
         return _refused(_port_in_use(str(exc)), argv)
     # Read now, while the server's process surely runs: its whole environment, not just env.
-    scrub = scrubber(host, [started.record.pid], env)
+    scrub = launch_scrubber(host, started.record.pid, started.record.log, env)
     try:
         watch = wait_ready(host, server_id, engine, ready, args.timeout_s, args.poll_s)
     except Exception as exc:

@@ -26,7 +26,7 @@ from sleuth.tools.serving.ctl import (
     ctl,
 )
 from sleuth.tools.serving.data import ServerList, ServerStatus, ServerSummary, VllmMetrics
-from sleuth.tools.serving.env_scrub import scrubber
+from sleuth.tools.serving.env_scrub import status_scrubber
 from sleuth.tools.serving.stop import stop_command
 
 # What server_status fetches; /server_info is the newer name of SGLang's /get_server_info.
@@ -86,7 +86,8 @@ def server_status(ctx: ToolContext, args: ServerStatusInput) -> ToolResult:
         Status,
     )
     # The log tail and the engine's pages may echo the server's secret environment values.
-    scrub = scrubber(host, [status.record.pid, *status.group] if status.alive else [])
+    pids = [status.record.pid, *status.group] if status.alive else []
+    scrub = status_scrubber(host, pids, status.record.log)
     data = status_data(status)
     text, cut = cap_output(
         scrub(render_status(data)), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
