@@ -40,13 +40,19 @@ def plain(length: int = 20) -> str:
     return canary("", length, string.ascii_lowercase + string.digits)
 
 
+PUBLIC_PREFIXES = ("sk-ant-api03-", "sk-proj-", "github_pat_", "ghp_", "xoxb-", "hf_", "AKIA")
+"""Prefixes every credential of a kind shares: Sleuth's own patterns name them, so they are
+no part of what must stay secret."""
+
+
 def windows(value: str) -> set[str]:
-    return {value[i : i + WINDOW] for i in range(max(1, len(value) - WINDOW + 1))}
+    """Every 8 characters in a row of `value`'s secret part (its public prefix left off)."""
+    secret = next((value[len(p) :] for p in PUBLIC_PREFIXES if value.startswith(p)), value)
+    return {secret[i : i + WINDOW] for i in range(max(1, len(secret) - WINDOW + 1))}
 
 
 def leaked(values: Iterable[str], *texts: Any) -> list[str]:
     """The values any 8 characters of which appear in one of `texts` (data is dumped as
-    JSON first, and read both escaped and not)."""
+    JSON first)."""
     blob = "\n".join(t if isinstance(t, str) else json.dumps(t) for t in texts)
-    blob += "\n" + blob.encode().decode("unicode_escape", errors="ignore")
     return [v for v in values if any(w in blob for w in windows(v))]
