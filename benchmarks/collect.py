@@ -15,6 +15,7 @@ ORDER = [
     "peers",
     "peers_normal",
     "transcripts",
+    "signing",
     "replay",
 ]
 

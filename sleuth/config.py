@@ -25,6 +25,13 @@ base_url = "http://gpu1:8000/v1"
 [prices."Qwen/Qwen3-8B"]             # USD per million tokens, for the cost budget
 input = 0.10
 output = 0.40
+
+[sign]                               # transcripts are signed with ssh-agent's key by default
+key = "~/.ssh/id_ed25519"            # or this key (the agent's copy when it holds it)
+allowed_signers = "~/.config/sleuth/allowed_signers"   # what `sleuth verify` checks against
+
+[ledger]
+path = "~/.local/state/sleuth/ledger.jsonl"   # the default ($XDG_STATE_HOME/sleuth/...)
 ```
 """
 
@@ -135,6 +142,24 @@ class BrainSettings(_Strict):
     """OpenAI-compatible only: `required` asks for a call on the first turn and `auto` after."""
 
 
+class SignSettings(_Strict):
+    """Signing transcripts (SSHSIG, namespace `sleuth-transcript`); `--no-sign` turns it off."""
+
+    key: str | None = None
+    """A private key file, or its `.pub` when ssh-agent holds the private half. None: the
+    agent's first key (Ed25519 before ECDSA before RSA); no agent key, no signature."""
+    allowed_signers: str | None = None
+    """An OpenSSH allowed_signers file `sleuth verify` checks signers against when
+    `--allowed-signers` is not given."""
+
+
+class LedgerSettings(_Strict):
+    """The local ledger each session's final chain head is appended to."""
+
+    path: str | None = None
+    """None: $XDG_STATE_HOME/sleuth/ledger.jsonl, else ~/.local/state/sleuth/ledger.jsonl."""
+
+
 DEFAULT_PRICES: dict[str, ModelPrice] = {
     "claude-sonnet-5-5": ModelPrice(input=2.0, output=10.0, cache_write=2.5, cache_read=0.20),
     "claude-sonnet-5": ModelPrice(input=2.0, output=10.0, cache_write=2.5, cache_read=0.20),
@@ -150,6 +175,8 @@ class Settings(_Strict):
     budget: Budget = Field(default_factory=Budget)
     brain: BrainSettings = Field(default_factory=BrainSettings)
     prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_PRICES))
+    sign: SignSettings = Field(default_factory=SignSettings)
+    ledger: LedgerSettings = Field(default_factory=LedgerSettings)
     known_hosts: str = "~/.config/sleuth/known_hosts"
     """Sleuth's own known_hosts file, consulted after ~/.ssh/known_hosts."""
     source: str | None = None

@@ -103,9 +103,17 @@ def _write_checkpoint(
     (model_dir / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
 
 
+HIDDEN, EXPERT_INTER = 2048, 512
+
+
 def build_demo(root: Path) -> dict[str, Path]:
     """Build the demo deployment under `root`; returns the two model folders."""
-    hidden, layers, experts, inter = 2048, 40, 64, 512
+    return {"with_mtp": _qwen_with_mtp(root), "mtp_stripped": _deepseek_mtp_stripped(root)}
+
+
+def _qwen_with_mtp(root: Path) -> Path:
+    """An NVFP4 Qwen3.5-MoE whose BF16 MTP layer survived the quantisation."""
+    hidden, layers, experts, inter = HIDDEN, 40, 64, EXPERT_INTER
     qwen_dir = root / "models" / "Qwen3.5-MoE-demo-NVFP4"
     text_config = {
         "model_type": "qwen3_5_moe_text",
@@ -164,7 +172,12 @@ def build_demo(root: Path) -> dict[str, Path]:
         },
     }
     _write_checkpoint(qwen_dir, qwen_config, tensors, shards=8, quant=quant)
+    return qwen_dir
 
+
+def _deepseek_mtp_stripped(root: Path) -> Path:
+    """An FP8 DeepSeek-V3 whose config declares an MTP layer that the export dropped."""
+    hidden, inter = HIDDEN, EXPERT_INTER
     ds_dir = root / "models" / "DeepSeek-V3-demo-FP8"
     ds_layers = 12
     ds_config = {
@@ -197,4 +210,4 @@ def build_demo(root: Path) -> dict[str, Path]:
         ds_tensors += _layer(f"model.layers.{i}", hidden, 32, inter, _fp8_block_linear)
     # The MTP layer (model.layers.12.{enorm,hnorm,eh_proj,...}) was stripped on export.
     _write_checkpoint(ds_dir, ds_config, ds_tensors, shards=4, quant=None)
-    return {"with_mtp": qwen_dir, "mtp_stripped": ds_dir}
+    return ds_dir

@@ -25,6 +25,14 @@ from tests.sshd import SSHServer, missing_reason
 SandboxFactory = Callable[..., SandboxedHost]
 
 
+@pytest.fixture(autouse=True)
+def _own_state_and_no_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test (and each `sleuth` it starts) keeps its ledger in its own state directory,
+    and signs only with the keys it sets up: never the person's ssh-agent or ledger."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]:
     reason = missing_reason()

@@ -139,7 +139,7 @@ def test_transcript_command_exit_codes(project: Path) -> None:
         (["show", str(REFERENCE)], 0),
         (["show", "missing.jsonl"], 1),
         (["show", str(REFERENCE), "--format", "pdf"], 2),
-        (["verify", str(REFERENCE)], 0),
+        (["verify", str(REFERENCE)], 3),  # intact but unsigned: integrity only
         (["verify", "edited.jsonl"], 1),
         (["verify"], 2),
         (["replay", str(REFERENCE)], 0),

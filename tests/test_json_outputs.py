@@ -43,8 +43,9 @@ def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_verify_and_replay_json_match_their_schemas() -> None:
-    report = _checked("verify", ["verify", str(REFERENCE), "--json"])
+    report = _checked("verify", ["verify", str(REFERENCE), "--json"], code=3)
     assert report["transcript"] == str(REFERENCE) and report["ok"] is True
+    assert report["verdict"] == "integrity_only" and report["integrity_only"] == "not signed"
     replayed = _checked("replay", ["replay", str(REFERENCE), "--json"])
     assert replayed["transcript"] == str(REFERENCE) and replayed["ok"] is True
 

@@ -69,7 +69,7 @@ def test_an_edited_mcp_transcript_fails_verify_at_the_edited_line(
     recorded: tuple[McpProject, Path],
 ) -> None:
     project, path = recorded
-    assert sleuth(project, "verify", str(path)).returncode == 0
+    assert sleuth(project, "verify", str(path)).returncode == 3  # intact, unsigned
     lines = path.read_text().splitlines()
     lines[1] = lines[1].replace("magic word 42", "magic word 43")
     path.write_text("\n".join(lines) + "\n")

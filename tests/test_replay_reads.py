@@ -107,7 +107,8 @@ def test_sleuth_resume_reads_the_transcript_once(
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-reads")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
         with reads_of(path) as opened:
-            result = runner.invoke(app, ["resume", str(path), "--json", "--config", str(config)])
+            args = ["resume", str(path), "--json", "--config", str(config), "--base-url", api.url]
+            result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["status"] == "answered"
     assert opened == ["open rb"]

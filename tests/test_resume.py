@@ -96,12 +96,12 @@ def test_a_killed_ask_verifies_as_a_prefix_and_resume_finishes_it(project: Path,
     path = crash_mid_investigation(project, sshd)
     code, out, _ = finish(sleuth(["verify", str(path), "--json"], project, sshd.home))
     report = json.loads(out)
-    assert code == 0 and report["ok"] and not report["ended"]
+    assert code == 3 and report["ok"] and not report["ended"]  # intact, unsigned
     before = len(load(path).events)
 
     with ScriptedAPI(REST) as api:
         code, out, err = finish(
-            sleuth(["resume", str(path), "--json"], project, sshd.home, api.url)
+            sleuth(["resume", str(path), "--json", "--base-url", api.url], project, sshd.home)
         )
     assert code == 0, err
     result = json.loads(out)
@@ -131,7 +131,8 @@ def test_resume_refuses_a_finished_or_tampered_transcript(project: Path, sshd: A
     assert code == 1 and "fails verification at line" in err and "sleuth verify" in err
 
     with ScriptedAPI(REST) as api:
-        assert finish(sleuth(["resume", str(path)], project, sshd.home, api.url))[0] == 0
+        resumed = sleuth(["resume", str(path), "--base-url", api.url], project, sshd.home)
+        assert finish(resumed)[0] == 0
     code, _, err = finish(sleuth(["resume", str(path)], project, sshd.home, "http://127.0.0.1:9"))
     assert code == 1 and "already ended" in err
 
@@ -181,7 +182,7 @@ def test_resume_twice_after_two_kills_keeps_every_completed_turn(
         tool_use("toolu_src2", "read_lines", host="gpu", path="src/model.py"),
     )
     with ScriptedAPI([redo, stall(60, message(text("never")))]) as api:
-        proc = sleuth(["resume", str(path), "--json"], project, sshd.home, api.url)
+        proc = sleuth(["resume", str(path), "--json", "--base-url", api.url], project, sshd.home)
         _kill_when(
             path.parent, proc, lambda data: b'"toolu_src2"' in data and len(api.requests) >= 2
         )
@@ -196,7 +197,7 @@ def test_resume_twice_after_two_kills_keeps_every_completed_turn(
     ]
     with ScriptedAPI(final) as api:
         code, out, err = finish(
-            sleuth(["resume", str(path), "--json"], project, sshd.home, api.url)
+            sleuth(["resume", str(path), "--json", "--base-url", api.url], project, sshd.home)
         )
     assert code == 0, err
     sent = api.bodies()[0]["messages"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.transcripts.events import ErrorEvent, SessionStarted, ToolExecuted
+from sleuth.transcripts.events import ErrorEvent, Repaired, SessionStarted, ToolExecuted
 from sleuth.transcripts.store import TranscriptError, TranscriptWriter, event_hash, load
 from sleuth.transcripts.verify import verify
 from tests.transcript_samples import sample_events, write_sample
@@ -74,18 +75,24 @@ def test_a_bad_line_before_the_last_raises_with_its_number(tmp_path: Path) -> No
         load(path)
 
 
-def test_reopen_drops_a_torn_tail_keeps_a_backup_and_continues_the_chain(tmp_path: Path) -> None:
+def test_reopen_drops_a_torn_tail_records_the_repair_and_continues_the_chain(
+    tmp_path: Path,
+) -> None:
     path = write_sample(tmp_path, sample_events()[:3])
     torn = b'{"seq":3,"type":"tool_exec'
     with open(path, "ab") as handle:
         handle.write(torn)
     with TranscriptWriter.reopen(path) as writer:
         resumed = writer.append(ErrorEvent(where="store", message="resumed"))
-    assert resumed.seq == 3
+    assert resumed.seq == 4
     backup = path.with_name(path.name + ".torn")
     assert backup.read_bytes().endswith(torn)
+    repair = load(path).events[3]
+    assert isinstance(repair, Repaired) and repair.dropped_bytes == len(torn)
+    assert repair.dropped_sha256 == hashlib.sha256(torn).hexdigest()
+    assert repair.backup == str(backup)
     report = verify(path)
-    assert report.ok and report.torn_tail is None and report.events == 4
+    assert report.ok and report.torn_tail is None and report.events == 5
 
 
 def test_concurrent_appends_from_threads_stay_one_chain(tmp_path: Path) -> None:

@@ -101,5 +101,7 @@ def test_a_last_line_without_newline_is_a_torn_tail_not_tampering(tmp_path: Path
     lines = REFERENCE.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:-1]) + lines[-1][:20])
     result = runner.invoke(app, ["verify", str(path), "--json"])
-    assert result.exit_code == 0
-    assert json.loads(result.stdout)["torn_tail"] is not None
+    assert result.exit_code == 3  # intact up to the torn line, and unsigned: integrity only
+    report = json.loads(result.stdout)
+    assert report["ok"] and report["verdict"] == "integrity_only"
+    assert report["torn_tail"].startswith("torn: the run died")

@@ -86,8 +86,8 @@ def test_a_torn_tail_is_a_warning_not_tampering(tmp_path: Path) -> None:
 
 def test_cli_verify_exits_1_and_names_the_line(tmp_path: Path) -> None:
     path = write_sample(tmp_path)
-    ok = runner.invoke(app, ["verify", str(path)])
-    assert ok.exit_code == 0 and "OK" in ok.stdout
+    intact = runner.invoke(app, ["verify", str(path)])
+    assert intact.exit_code == 3 and "INTEGRITY ONLY: not signed" in intact.stdout
     lines = _lines(path)
     del lines[5]
     path.write_bytes(b"".join(lines))

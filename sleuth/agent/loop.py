@@ -155,6 +155,7 @@ class Investigation:
         return RunResult(status, answer, self.findings, totals, str(self.writer.path))
 
     def step(self) -> None:
+        self.writer.checkpoint()  # the turn boundary: sign what the last turn recorded
         turn = self.turn = self.meter.totals.turns + 1
         self.observer.turn_started(turn)
         try:

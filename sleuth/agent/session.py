@@ -12,7 +12,7 @@ import hashlib
 import uuid
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
@@ -27,6 +27,7 @@ from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import all_tools
 from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
+    BrainOptions,
     HostInfo,
     SessionEnded,
     SessionStarted,
@@ -34,6 +35,9 @@ from sleuth.transcripts.events import (
     Totals,
 )
 from sleuth.transcripts.store import TranscriptWriter, canonical_json
+
+if TYPE_CHECKING:  # a run that signs imports the SSH stack, `sleuth tool` never does
+    from sleuth.transcripts.seal import Seal
 
 VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
 
@@ -94,6 +98,13 @@ def describe_hosts(ctx: ToolContext) -> list[HostInfo]:
     return infos
 
 
+def brain_options(brain: Brain) -> BrainOptions:
+    """What the brain was built with beyond its provider and model, read from the brain as
+    built (a brain lacks the settings it has no use for), so a resume can build it again."""
+    fields = BrainOptions.model_fields
+    return BrainOptions.model_validate({name: getattr(brain, name, None) for name in fields})
+
+
 def new_session_id() -> str:
     return uuid.uuid4().hex[:12]
 
@@ -107,9 +118,12 @@ def start_investigation(
     *,
     observer: Observer | None = None,
     approval_mode: str = "deny",
+    seal: Seal | None = None,
 ) -> Investigation:
+    """Write session_started and build the loop; `seal` signs the transcript and records its
+    end in the ledger."""
     session_id = new_session_id()
-    writer = TranscriptWriter.create(transcripts, session_id)
+    writer = TranscriptWriter.create(transcripts, session_id, seal)
     hosts = describe_hosts(ctx)
     tools = tool_specs()
     price = price_for(brain.model, settings.prices)
@@ -120,7 +134,13 @@ def start_investigation(
         # None for a model with no price: its cost is not tracked, and this says so.
         "price": price.model_dump() if price else None,
     }
-    params = {"brain": brain.name, "model": brain.model, "policy": policy}
+    options = brain_options(brain)
+    params = {
+        "brain": brain.name,
+        "model": brain.model,
+        "options": options.model_dump(),
+        "policy": policy,
+    }
     writer.append(
         SessionStarted(
             session_id=session_id,
@@ -135,6 +155,7 @@ def start_investigation(
             system_hash=sha256_of(system),
             tools_hash=tools_hash(tools),
             params_hash=sha256_of({**params, "budget": settings.budget.model_dump()}),
+            brain_options=options,
         )
     )
     return Investigation(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -13,7 +14,7 @@ from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.brains.select import describe_brain, select_brain
 from sleuth.agent.budget import price_or_refuse, untracked_cost_note
 from sleuth.agent.loop import UNSUPPORTED_NOTE, RunResult
-from sleuth.agent.protocols import BrainError, Quiet
+from sleuth.agent.protocols import Brain, BrainError, Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.agent.view import LiveView, findings_table
 from sleuth.cli.common import (
@@ -36,10 +37,12 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
+from sleuth.cli.sealing import NoSign, say_warnings, seal_for
 from sleuth.cli.servers_cmd import launched_by_run, print_left_running
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.outputs import AskOutput
-from sleuth.tools.context import build_context
+from sleuth.tools.context import ToolContext, build_context
+from sleuth.transcripts.seal import Seal
 
 EXIT_FOR_STATUS = {
     "answered": EXIT_OK,
@@ -117,6 +120,7 @@ def ask(
     yes: ApproveFlag = False,
     accept_new_host_key: AcceptNewHostKey = False,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
+    no_sign: NoSign = False,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:
@@ -162,20 +166,43 @@ def ask(
         if note:
             err_console.print(f"note: {note}", markup=False, highlight=False)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
+    seal = seal_for(settings, no_sign, quiet=as_json)  # says which key signs, or that none does
+    result = _investigate(question, brain, ctx, settings, transcripts, view, mode, seal)
+    show(result, brain.name, as_json, cost_tracked=note is None)
+    raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
+
+
+def _investigate(
+    question: str,
+    brain: Brain,
+    ctx: ToolContext,
+    settings: Settings,
+    transcripts: Path,
+    view: Quiet | LiveView,
+    mode: str,
+    seal: Seal,
+) -> RunResult:
+    """Start the investigation and run it; however it ends, clean up and say what is left."""
     tool_data: dict[str, Any] = {}
     try:
         inv = start_investigation(
-            question, brain, ctx, settings, transcripts, observer=view, approval_mode=mode
+            question,
+            brain,
+            ctx,
+            settings,
+            transcripts,
+            observer=view,
+            approval_mode=mode,
+            seal=seal,
         )
         tool_data = inv.tool_data
         with view:
-            result = inv.run()
+            return inv.run()
     finally:
         # Ended or interrupted: say which servers the run left running (issue 18.9).
         print_left_running(launched_by_run(ctx, tool_data))
         ctx.close()
-    show(result, brain.name, as_json, cost_tracked=note is None)
-    raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
+        say_warnings(seal.warnings)
 
 
 def _apply_budget_flags(

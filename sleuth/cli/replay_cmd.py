@@ -12,8 +12,14 @@ from rich.table import Table
 
 from sleuth.agent.protocols import BrainError, Quiet
 from sleuth.agent.replay.compare import ReplayResult
+from sleuth.agent.replay.rebuild import (
+    BrainOverrides,
+    ResumeError,
+    rebuild_brain,
+    recorded_limits,
+)
 from sleuth.agent.replay.recorded import Recorded, ReplayError, replayable
-from sleuth.agent.replay.resume import ResumeError, resumable, resume_investigation
+from sleuth.agent.replay.resume import resumable, resume_investigation
 from sleuth.agent.replay.run import replay
 from sleuth.agent.view import LiveView
 from sleuth.cli.ask_cmd import EXIT_FOR_STATUS, show
@@ -35,11 +41,28 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
-from sleuth.config import LOCAL, ConfigError, Settings
+from sleuth.cli.sealing import NoSign, say_warnings, seal_for
+from sleuth.config import LOCAL, ConfigError, Settings, ToolChoice
 from sleuth.mcp.replay import is_mcp_session, replay_session
 from sleuth.outputs import ReplayOutput
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.transcripts.store import TranscriptError
+
+# The flags of `resume` that win over what session_started recorded.
+RecordedModel = Annotated[
+    str | None, typer.Option("--model", help="Instead of the recorded model.")
+]
+RecordedEndpoint = Annotated[
+    str | None,
+    typer.Option("--base-url", help="Instead of the recorded endpoint (the server moved)."),
+]
+RecordedMaxTokens = Annotated[
+    int | None,
+    typer.Option("--max-tokens", min=1, help="Instead of the recorded output tokens per turn."),
+]
+RecordedToolChoice = Annotated[
+    ToolChoice | None, typer.Option("--tool-choice", help="Instead of the recorded tool choice.")
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -158,25 +181,45 @@ def _print_drift(result: ReplayResult) -> None:
 def resume_cmd(
     transcript: TranscriptFile,
     yes: ApproveFlag = False,
+    model: RecordedModel = None,
+    base_url: RecordedEndpoint = None,
+    max_tokens: RecordedMaxTokens = None,
+    tool_choice: RecordedToolChoice = None,
     accept_new_host_key: AcceptNewHostKey = False,
+    no_sign: NoSign = False,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:
     """Continue an interrupted investigation from its last complete turn, in the same file.
 
+    The brain, its options and the limits are the recorded ones; a flag given here wins, and
+    each difference from today's settings is said before the run goes on.
     Example: sleuth resume transcripts/20261129T093012Z-ab12.jsonl
     """
-    settings = settings_or_exit(config)
     try:
         recorded = resumable(transcript)
     except (ResumeError, TranscriptError) as exc:
         fail(str(exc))
+    start = recorded.recording.start
+    settings, notes = recorded_limits(start, settings_or_exit(config))
+    overrides = BrainOverrides(model, base_url, max_tokens, tool_choice)
+    try:
+        brain, brain_notes = rebuild_brain(start, settings, overrides)
+    except ResumeError as exc:
+        fail(str(exc))
+    except BrainError as exc:
+        fail(str(exc), EXIT_USAGE)
+    for note in [*brain_notes, *notes]:
+        err_console.print(f"note: {note}", markup=False, highlight=False)
     interactive = sys.stdin.isatty() and not as_json
     view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
     pause = view.paused if isinstance(view, LiveView) else nullcontext
     ctx = _context(recorded, settings, yes, interactive, accept_new_host_key, pause)
+    warnings: list[str] = []
     try:
-        inv = resume_investigation(recorded, ctx, settings, observer=view)
+        seal = seal_for(settings, no_sign, quiet=as_json)
+        warnings = seal.warnings
+        inv = resume_investigation(recorded, ctx, settings, brain=brain, observer=view, seal=seal)
         with view:
             result = inv.run()
     except (ResumeError, TranscriptError) as exc:
@@ -185,5 +228,6 @@ def resume_cmd(
         fail(str(exc), EXIT_USAGE)
     finally:
         ctx.close()
+        say_warnings(warnings)
     show(result, inv.brain.name, as_json)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))

@@ -10,9 +10,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from sleuth.cli.common import (
+    EXIT_BUDGET,
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
+    ConfigPath,
     JsonFlag,
     TranscriptFile,
     console,
@@ -20,11 +22,23 @@ from sleuth.cli.common import (
     fail,
     plural,
     print_json,
+    settings_or_exit,
 )
+from sleuth.transcripts.allowed_signers import (
+    AllowedSigners,
+    AllowedSignersError,
+    read_allowed_signers,
+)
+from sleuth.transcripts.ledger import LedgerError, ledger_path
 from sleuth.transcripts.render import FORMATS, render
 from sleuth.transcripts.render.text import render_rich
+from sleuth.transcripts.sign import NAMESPACE, head_bytes
 from sleuth.transcripts.store import LoadedTranscript, TranscriptError, load
-from sleuth.transcripts.verify import VerifyReport, not_verified, verify
+from sleuth.transcripts.verify import VerifyReport, not_verified, signed_head, verify
+
+EXIT_INTEGRITY_ONLY = EXIT_BUDGET
+"""3, as for `ask`: finished without a fault, but short of a trustworthy answer; here, an
+intact transcript that nothing proves the author of."""
 
 
 def _load_or_exit(path: Path) -> LoadedTranscript:
@@ -78,6 +92,7 @@ def show(
 
 def _print_report(report: VerifyReport) -> None:
     name = escape(report.transcript)
+    events = plural(report.events, "event")
     if report.problems:
         title = f"{name}: {plural(len(report.problems), 'problem')}"
         table = Table("line", "kind", "problem", title=title)
@@ -89,9 +104,22 @@ def _print_report(report: VerifyReport) -> None:
             f"[bold red]TAMPERED OR INVALID[/] from line {first}: "
             f"{plural(report.events, 'line')} checked."
         )
+    elif report.verdict == "signed":
+        console.print(f"[bold green]SIGNED[/] {name}: {events}, hash chain intact.")
     else:
-        events = plural(report.events, "event")
-        console.print(f"[bold green]OK[/] {name}: {events}, hash chain intact.")
+        console.print(
+            f"[bold yellow]INTEGRITY ONLY[/]: {escape(report.integrity_only or '')}. {name}: "
+            f"{events}, hash chain intact, but nothing proves who wrote it."
+        )
+    for signer in report.signers:
+        who = ", ".join(signer.principals) or "(signer not checked)"
+        console.print(
+            f"signed by {escape(who)}: {signer.key_type} {signer.fingerprint}, events 0-"
+            f"{signer.covers - 1} ({escape(signer.where)})",
+            highlight=False,
+        )
+    if report.ledger is not None and report.ledger.state in ("match", "not_in_ledger"):
+        console.print(f"ledger: {escape(report.ledger.message)}", highlight=False)
     if report.torn_tail:
         console.print(f"[yellow]warning:[/] {escape(report.torn_tail)}")
     if not report.ended and report.events:
@@ -101,23 +129,87 @@ def _print_report(report: VerifyReport) -> None:
         )
 
 
+def _allowed(given: Path | None, configured: str | None) -> AllowedSigners | None:
+    path = given or (Path(configured).expanduser() if configured else None)
+    if path is None:
+        return None
+    try:
+        return read_allowed_signers(path)
+    except AllowedSignersError as exc:
+        fail(str(exc), EXIT_USAGE)
+
+
+def _export_head(transcript: Path, target: Path) -> None:
+    """Write the newest signed head's bytes to `target` and its signature to `target`.sig,
+    and say how to check them with ssh-keygen alone."""
+    signed = signed_head(transcript)
+    if signed is None:
+        fail(f"{transcript} has no signed head to export (unsigned, or its chain is broken)")
+    head, signature = signed
+    signature_file = target.with_name(target.name + ".sig")
+    try:
+        target.write_bytes(head_bytes(head.session_id, head.seq, head.hash))
+        signature_file.write_text(signature, encoding="ascii")
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc.strerror or exc}")
+    err_console.print(
+        f"wrote the signed head (event {head.seq}) to {target} and its signature to "
+        f"{signature_file}; check them with: ssh-keygen -Y verify -f ALLOWED_SIGNERS -I "
+        f"PRINCIPAL -n {NAMESPACE} -s {signature_file} < {target}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def verify_cmd(
     transcript: TranscriptFile,
+    allowed_signers: Annotated[
+        Path | None,
+        typer.Option(
+            "--allowed-signers",
+            help="OpenSSH allowed_signers file: who may sign (default: [sign] allowed_signers).",
+        ),
+    ] = None,
+    ledger: Annotated[
+        Path | None,
+        typer.Option("--ledger", help="The ledger to check against (default: the local one)."),
+    ] = None,
+    export_head: Annotated[
+        Path | None,
+        typer.Option(
+            "--export-head",
+            help="Write the newest signed head's bytes here (and its signature to FILE.sig), "
+            "for ssh-keygen -Y verify.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
-    """Check a transcript's schema and hash chain; exit 1 naming the line of any edit.
+    """Check a transcript's schema, hash chain, end, signatures and ledger entry.
 
-    Example: sleuth verify transcripts/20261129T093012Z-ab12.jsonl
+    Exit codes: 0 signed by an allowed signer over every event; 1 tampered or invalid (the
+    line and why: an edit, an event after session_ended, a signature that fails or an unknown
+    signer, a ledger entry that differs); 3 integrity only (intact, but not signed, or the
+    signer not checked, or events after the last signature).
+    Example: sleuth verify transcripts/20261129T093012Z-ab12.jsonl --allowed-signers signers
     """
+    settings = settings_or_exit(config)
+    signers = _allowed(allowed_signers, settings.sign.allowed_signers)
     try:
-        report = verify(transcript)
-    except TranscriptError as exc:
+        report = verify(
+            transcript, allowed_signers=signers, ledger=ledger or ledger_path(settings.ledger.path)
+        )
+    except (TranscriptError, LedgerError) as exc:
         fail(str(exc))
+    if export_head is not None:
+        _export_head(transcript, export_head)
     if as_json:
         print_json(report)
     else:
         _print_report(report)
-    raise typer.Exit(EXIT_OK if report.ok else EXIT_ERROR)
+    codes = {"signed": EXIT_OK, "integrity_only": EXIT_INTEGRITY_ONLY, "failed": EXIT_ERROR}
+    raise typer.Exit(codes[report.verdict])
 
 
 def register(app: typer.Typer) -> None:

@@ -52,6 +52,21 @@ class ToolSpec(BaseModel):
     mutating: bool = False
 
 
+class BrainOptions(BaseModel):
+    """How the brain was built, beyond its provider and model: what `sleuth resume` builds
+    it with again. None where the brain has no such setting (the playbook)."""
+
+    endpoint: str | None = None
+    """The base URL requests went to."""
+    max_tokens: int | None = None
+    tool_choice: Literal["auto", "required", "none"] | None = None
+    temperature: float | None = None
+    attempts: int | None = None
+    context_window: int | None = None
+    """The served context the model probe read (`max_model_len`), if any."""
+    seed: int | None = None
+
+
 class SessionStarted(_Event):
     type: Literal["session_started"] = "session_started"
     schema_version: int = SCHEMA_VERSION
@@ -76,6 +91,8 @@ class SessionStarted(_Event):
     """Path of the transcript this session continues, for `sleuth resume`."""
     client: dict[str, str] | None = None
     """The MCP client's name and version, for a `sleuth mcp` session (brain "mcp")."""
+    brain_options: BrainOptions | None = None
+    """None in transcripts written before brains recorded their options."""
 
 
 class ContentBlock(BaseModel):
@@ -208,6 +225,30 @@ class SessionEnded(_Event):
     totals: Totals = Field(default_factory=Totals)
 
 
+class SignatureEvent(_Event):
+    """An SSHSIG signature over the chain head just before this event (see `sign.py`),
+    written at each turn boundary; the end's signature is in the `.sig` file beside the
+    transcript, since nothing may follow session_ended."""
+
+    type: Literal["signature"] = "signature"
+    head_seq: int
+    head_hash: str
+    signer: str
+    """The key's fingerprint, SHA256:..., for people; `sshsig` carries the key itself."""
+    sshsig: str
+    """The armored signature, as `ssh-keygen -Y sign -n sleuth-transcript` writes it."""
+
+
+class Repaired(_Event):
+    """`sleuth resume` cut off a torn last line (the run died mid-event) before going on."""
+
+    type: Literal["repaired"] = "repaired"
+    dropped_bytes: int
+    dropped_sha256: str
+    backup: str
+    """The file as it was, kept beside it: `<name>.torn`."""
+
+
 Event = Annotated[
     SessionStarted
     | ModelTurn
@@ -216,6 +257,8 @@ Event = Annotated[
     | FindingEvent
     | ErrorEvent
     | BudgetNotice
+    | SignatureEvent
+    | Repaired
     | SessionEnded,
     Field(discriminator="type"),
 ]

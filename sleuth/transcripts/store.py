@@ -7,7 +7,8 @@
 Each line is one event. `append` redacts the payload, fills the envelope
 (`seq`, `ts`, `prev`, `hash`), writes the line and fsyncs it before returning,
 so a crash loses at most the event in flight and the file keeps only whole
-lines: a prefix that still verifies.
+lines: a prefix that still verifies. A writer given a `Seal` signs the head at
+each `checkpoint()` and at session_ended (see `seal.py`).
 """
 
 from __future__ import annotations
@@ -21,17 +22,23 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from sleuth.transcripts.events import Event, parse_event
+from sleuth.transcripts.events import Event, Repaired, SessionEnded, SessionStarted, parse_event
 from sleuth.transcripts.redact import redact_data
+
+if TYPE_CHECKING:  # seal imports this module: the writer is handed one, never imports it
+    from sleuth.transcripts.seal import Seal
 
 ENVELOPE = ("seq", "ts", "type", "prev", "hash")
 """Fields the store owns. They are never redacted: `hash` and `prev` are sha256 hex."""
 
 SESSION_OWNED = ("session_id",)
+UNREDACTED = ("signature", "repaired")
+"""Events the store writes itself, from hashes and signatures: nothing in them to redact, and
+an armored signature must stay byte for byte."""
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
@@ -69,6 +76,15 @@ def encode_line(raw: dict[str, Any]) -> bytes:
 
 
 @dataclass(frozen=True)
+class Head:
+    """A chain head: the last event's seq and hash, in the session `session_id`."""
+
+    session_id: str
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True)
 class RawLines:
     """A transcript split into its complete lines and, if the end was cut off, the torn tail."""
 
@@ -92,7 +108,10 @@ def _describe_torn(tail: bytes | None) -> str | None:
     if tail is None:
         return None
     preview = tail[:60].decode("utf-8", "replace")
-    return f"last line is incomplete ({len(tail)} bytes, starting {preview!r}); it was ignored"
+    return (
+        f"torn: the run died mid-event: the last line is incomplete ({len(tail)} bytes, "
+        f"starting {preview!r}); it was ignored"
+    )
 
 
 @dataclass(frozen=True)
@@ -140,10 +159,22 @@ def _first_line(exc: Exception) -> str:
 class TranscriptWriter:
     """Appends events to one transcript file; safe to share between threads."""
 
-    def __init__(self, path: Path, next_seq: int, prev_hash: str) -> None:
+    def __init__(
+        self,
+        path: Path,
+        next_seq: int,
+        prev_hash: str,
+        *,
+        session_id: str = "",
+        seal: Seal | None = None,
+        last_type: str = "",
+    ) -> None:
         self.path = path
         self._seq = next_seq
         self._prev = prev_hash
+        self._session_id = session_id
+        self._seal = seal
+        self._last_type = last_type
         self._lock = threading.Lock()
         try:
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -152,7 +183,7 @@ class TranscriptWriter:
             raise TranscriptError(f"cannot open transcript {path}: {_reason(exc)}") from exc
 
     @classmethod
-    def create(cls, directory: Path, session_id: str) -> TranscriptWriter:
+    def create(cls, directory: Path, session_id: str, seal: Seal | None = None) -> TranscriptWriter:
         """Start `<directory>/<UTC time>-<session_id>.jsonl`, creating the folder."""
         if not _SESSION_ID.fullmatch(session_id):
             raise ValueError(
@@ -168,25 +199,43 @@ class TranscriptWriter:
             raise TranscriptError(f"transcript {path} exists; use a new session id") from exc
         except OSError as exc:
             raise TranscriptError(f"cannot create transcript {path}: {_reason(exc)}") from exc
-        return cls(path, 0, "")
+        return cls(path, 0, "", session_id=session_id, seal=seal)
 
     @classmethod
-    def reopen(cls, path: Path, loaded: LoadedTranscript | None = None) -> TranscriptWriter:
+    def reopen(
+        cls, path: Path, loaded: LoadedTranscript | None = None, seal: Seal | None = None
+    ) -> TranscriptWriter:
         """Continue an existing transcript's chain (for resume); `loaded` is the file as the
         caller already read it, so it is not read again.
 
         A torn last line is cut off first: the valid prefix is written to a
         temporary file and renamed over the original, whose full bytes are
-        kept beside it as `<name>.torn`.
+        kept beside it as `<name>.torn`, and the repair is the first event appended.
         """
         path = Path(path)
         loaded = load(path) if loaded is None else loaded
-        if loaded.torn_tail is not None:
-            _drop_torn_tail(path)
+        repair = _drop_torn_tail(path) if loaded.torn_tail is not None else None
         if not loaded.events:
-            return cls(path, 0, "")
-        last = loaded.events[-1]
-        return cls(path, last.seq + 1, last.hash)
+            writer = cls(path, 0, "", seal=seal)
+        else:
+            first, last = loaded.events[0], loaded.events[-1]
+            session_id = first.session_id if isinstance(first, SessionStarted) else ""
+            writer = cls(
+                path,
+                last.seq + 1,
+                last.hash,
+                session_id=session_id,
+                seal=seal,
+                last_type=last.type,
+            )
+        if repair is not None:
+            writer.append(repair)
+        return writer
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the seal could not sign or record, for the command to say after the run."""
+        return self._seal.warnings if self._seal is not None else []
 
     def append(self, event: Event) -> Event:
         """Redact, seal and durably write `event`; return it as stored.
@@ -194,30 +243,56 @@ class TranscriptWriter:
         Raises TranscriptError if the write fails; the file is cut back to its
         last whole line, and the writer can go on appending.
         """
+        with self._lock:
+            return self._append_locked(event)
+
+    def checkpoint(self) -> None:
+        """A turn boundary: sign the head so far, when this writer signs and the head moved.
+
+        The signature event is not fsynced on its own: the next event's fsync (there is always
+        one: the next turn, or session_ended) makes it durable with it. A power cut before then
+        loses that one signature (a process that dies loses nothing: the page cache survives
+        it), and spares every turn an fsync, the bulk of a signature's cost.
+        """
+        with self._lock:
+            if self._seal is None or self._seq == 0 or self._last_type == "signature":
+                return
+            head = Head(self._session_id, self._seq - 1, self._prev)
+            event = self._seal.at_turn(self.path, head)
+            if event is not None:
+                self._append_locked(event, durable=False)
+
+    def _append_locked(self, event: Event, durable: bool = True) -> Event:
         dumped = event.model_dump(mode="json")
         payload = {key: value for key, value in dumped.items() if key not in ENVELOPE}
         # The session id is the store's own (checked against _SESSION_ID, and in the file
         # name): the rule for keys named like `session_id` is for cookies, not for it.
         own = {key: payload.pop(key) for key in SESSION_OWNED if key in payload}
-        with self._lock:
-            raw: dict[str, Any] = {"seq": self._seq, "ts": utc_timestamp(), "type": event.type}
-            raw.update(redact_data(payload))
-            raw.update(own)
-            raw["prev"] = self._prev
-            raw["hash"] = event_hash(raw)
-            self._write(encode_line(raw))
-            self._seq += 1
-            self._prev = raw["hash"]
+        raw: dict[str, Any] = {"seq": self._seq, "ts": utc_timestamp(), "type": event.type}
+        raw.update(payload if event.type in UNREDACTED else redact_data(payload))
+        raw.update(own)
+        raw["prev"] = self._prev
+        raw["hash"] = event_hash(raw)
+        self._write(encode_line(raw), durable)
+        self._seq += 1
+        self._prev = raw["hash"]
+        self._last_type = event.type
+        if isinstance(event, SessionStarted) and not self._session_id:
+            self._session_id = event.session_id
+        if isinstance(event, SessionEnded) and self._seal is not None:
+            head = Head(self._session_id, raw["seq"], raw["hash"])
+            self._seal.at_end(self.path, head, event.status)
         return parse_event(raw)
 
-    def _write(self, line: bytes) -> None:
+    def _write(self, line: bytes, durable: bool = True) -> None:
         good = self._size
         try:
             view = memoryview(line)
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
-            os.fsync(self._fd)
+            if durable:
+                os.fsync(self._fd)
         except OSError as exc:
             self._cut_back(good)
             raise TranscriptError(
@@ -240,6 +315,8 @@ class TranscriptWriter:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+            if self._seal is not None:
+                self._seal.close()
 
     def __enter__(self) -> TranscriptWriter:
         return self
@@ -248,9 +325,10 @@ class TranscriptWriter:
         self.close()
 
 
-def _drop_torn_tail(path: Path) -> None:
+def _drop_torn_tail(path: Path) -> Repaired:
     data = path.read_bytes()
-    keep = len(data) - len(split_lines(data).torn_tail or b"")
+    torn = split_lines(data).torn_tail or b""
+    keep = len(data) - len(torn)
     backup = path.with_name(path.name + ".torn")
     temp = path.with_name(f".{path.name}.tmp")
     try:
@@ -263,6 +341,11 @@ def _drop_torn_tail(path: Path) -> None:
         _fsync_dir(path.parent)
     except OSError as exc:
         raise TranscriptError(f"cannot repair torn transcript {path}: {_reason(exc)}") from exc
+    return Repaired(
+        dropped_bytes=len(torn),
+        dropped_sha256=hashlib.sha256(torn).hexdigest(),
+        backup=str(backup),
+    )
 
 
 def _fsync_dir(directory: Path) -> None:

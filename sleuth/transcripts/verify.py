@@ -1,14 +1,18 @@
-"""Check a transcript as an audit trail: every line's schema, sequence and hash chain.
+"""Check a transcript as an audit trail: schema, sequence, hash chain, end, signatures, ledger.
 
-    report = verify(Path("transcripts/20261129T093012Z-ab12.jsonl"))
-    if not report.ok:
-        for problem in report.problems:
-            print(problem.line, problem.kind, problem.message)
+    report = verify(Path("transcripts/20261129T093012Z-ab12.jsonl"), allowed_signers=signers)
+    report.verdict        # "signed", "integrity_only" or "failed"
+    for problem in report.problems:
+        print(problem.line, problem.kind, problem.message)
 
 An edited event fails its own hash; a removed or reordered event breaks the
-sequence and the chain at the line where it happened. A torn last line (a
-crash mid-write) is not tampering: it is reported in `torn_tail` and the
-prefix before it can still verify.
+sequence and the chain at the line where it happened. Anything after
+session_ended was added later. A torn last line (a crash mid-write) is not
+tampering: it is reported in `torn_tail` and the prefix before it can still
+verify. An unkeyed chain can be recomputed by whoever rewrites the file, so an
+intact chain alone is `integrity_only`; `signed` needs every event covered by
+a signature from a key in the allowed signers. The ledger, when there is one,
+must hold the same final head.
 """
 
 from __future__ import annotations
@@ -17,10 +21,14 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from sleuth.transcripts.allowed_signers import AllowedSigners
 from sleuth.transcripts.events import KNOWN_SCHEMA_VERSIONS, parse_event
+from sleuth.transcripts.ledger import LedgerCheck, check_ledger
+from sleuth.transcripts.signatures import SignerReport, check_signatures
 from sleuth.transcripts.store import (
+    Head,
     LoadedTranscript,
     TranscriptError,
     event_hash,
@@ -28,7 +36,10 @@ from sleuth.transcripts.store import (
     split_lines,
 )
 
-ProblemKind = Literal["json", "schema", "seq", "chain", "hash", "start"]
+ProblemKind = Literal[
+    "json", "schema", "seq", "chain", "hash", "start", "after_end", "signature", "ledger"
+]
+Verdict = Literal["signed", "integrity_only", "failed"]
 
 
 class Problem(BaseModel):
@@ -43,20 +54,36 @@ OUTPUT_SCHEMA_VERSION = 1
 
 
 class VerifyReport(BaseModel):
-    """`sleuth verify --json`: whether a transcript is an untampered audit trail."""
+    """`sleuth verify --json`: whether a transcript is an untampered audit trail, and who
+    signed it."""
 
     schema_version: int = OUTPUT_SCHEMA_VERSION
     transcript: str
     """The file checked."""
     ok: bool
+    """No problem found: nothing edited, removed, added after the end, or falsely signed."""
+    verdict: Verdict = "failed"
+    """signed (exit 0): every event covered by a signature from an allowed signer;
+    integrity_only (exit 3): intact, but nothing proves who wrote it (`integrity_only` says
+    why); failed (exit 1): see `problems`."""
+    integrity_only: str | None = None
+    """Why an intact transcript is not `signed`: "not signed", a signer not checked, events
+    after the last signature."""
     events: int
     """Complete lines checked (the torn tail, if any, is not counted)."""
     problems: list[Problem]
     torn_tail: str | None = None
-    """Set when the last line was cut off: a warning, not tampering."""
+    """Set when the last line was cut off (torn: the run died): a warning, not tampering."""
     ended: bool = False
-    """The last event is session_ended. A chain cannot tell events cut off the end from a
+    """The transcript holds session_ended. A chain cannot tell events cut off the end from a
     session that stopped early, so a missing end is worth a look."""
+    signers: list[SignerReport] = Field(default_factory=list)
+    signed_events: int = 0
+    """Events, from the first, that a valid signature covers."""
+    signature_file: str | None = None
+    """The detached `.sig` beside the transcript, when there is one."""
+    ledger: LedgerCheck | None = None
+    """The transcript against the local ledger; None when no ledger was consulted."""
 
 
 class _Chain:
@@ -143,36 +170,54 @@ def _schema_problem(number: int, raw: dict[str, Any]) -> Problem | None:
     return None
 
 
-def _check_line(number: int, line: bytes, chain: _Chain) -> list[Problem]:
+def _check_line(
+    number: int, line: bytes, chain: _Chain
+) -> tuple[dict[str, Any] | None, list[Problem]]:
     try:
         raw = json.loads(line)
     except ValueError as exc:
         chain.skip()
         what = "is not a Sleuth transcript" if number == 1 else "was corrupted or edited"
         message = f"not JSON ({exc}), though the line is complete: the file {what}"
-        return [Problem(line=number, kind="json", message=message)]
+        return None, [Problem(line=number, kind="json", message=message)]
     if not isinstance(raw, dict):
         chain.skip()
-        return [Problem(line=number, kind="json", message="not a JSON object")]
+        return None, [Problem(line=number, kind="json", message="not a JSON object")]
     schema = _schema_problem(number, raw)
-    return ([schema] if schema else []) + chain.check(number, raw)
+    return raw, ([schema] if schema else []) + chain.check(number, raw)
 
 
-def _ends_session(lines: list[bytes]) -> bool:
-    try:
-        last = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        return False
-    return isinstance(last, dict) and last.get("type") == "session_ended"
+def _after_end(raws: list[dict[str, Any] | None], torn: bool) -> list[Problem]:
+    """Anything after session_ended was added later: a session records nothing after its end."""
+    end = next((i for i, r in enumerate(raws) if r and r.get("type") == "session_ended"), None)
+    if end is None or (end == len(raws) - 1 and not torn):
+        return []
+    extra = len(raws) - end - 1
+    what = f"{extra} more line{'s' if extra != 1 else ''}" if extra else "a torn line"
+    return [
+        Problem(
+            line=end + 2,
+            kind="after_end",
+            message=f"{what} after session_ended (line {end + 1}): a session records nothing "
+            "after its end, so this was added later",
+        )
+    ]
 
 
-def verify(path: Path) -> VerifyReport:
-    """Check every complete line of the transcript at `path`; never raises for bad content.
+def verify(
+    path: Path,
+    *,
+    allowed_signers: AllowedSigners | None = None,
+    ledger: Path | None = None,
+) -> VerifyReport:
+    """Check every complete line of the transcript at `path`, its signatures (against
+    `allowed_signers` when given) and, when `ledger` exists, its ledger entry; never raises
+    for bad content.
 
     Raises TranscriptError only when the file cannot be read.
     """
     path = Path(path)
-    return _verify_data(path, _read(path))
+    return _verify_data(path, _read(path), allowed_signers, ledger)
 
 
 def load_verified(path: Path) -> tuple[VerifyReport, LoadedTranscript | None]:
@@ -184,6 +229,19 @@ def load_verified(path: Path) -> tuple[VerifyReport, LoadedTranscript | None]:
     return report, (load_data(path, data) if report.ok else None)
 
 
+def signed_head(path: Path) -> tuple[Head, str] | None:
+    """The newest head a signature covers, and that signature (armored): what an auditor
+    hands `ssh-keygen -Y verify`. None when the chain does not hold or nothing is signed."""
+    path = Path(path)
+    raws = _raws(path, _read(path))
+    if raws is None:
+        return None
+    found = check_signatures(path, raws, None)
+    if found.head is None or found.head_signature is None:
+        return None
+    return found.head, found.head_signature
+
+
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -191,18 +249,40 @@ def _read(path: Path) -> bytes:
         raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
 
 
-def _verify_data(path: Path, data: bytes) -> VerifyReport:
+def _raws(path: Path, data: bytes) -> list[dict[str, Any]] | None:
+    """The complete lines as dicts, when every one of them checks."""
+    chain = _Chain()
+    raws = []
+    for number, line in enumerate(split_lines(data).lines, start=1):
+        raw, problems = _check_line(number, line, chain)
+        if raw is None or problems:
+            return None
+        raws.append(raw)
+    return raws or None
+
+
+def _verify_data(
+    path: Path,
+    data: bytes,
+    allowed: AllowedSigners | None = None,
+    ledger: Path | None = None,
+) -> VerifyReport:
     raw = split_lines(data)
     chain = _Chain()
     problems: list[Problem] = []
+    raws: list[dict[str, Any] | None] = []
     for number, line in enumerate(raw.lines, start=1):
-        problems += _check_line(number, line, chain)
+        parsed, found = _check_line(number, line, chain)
+        raws.append(parsed)
+        problems += found
+    problems += _after_end(raws, raw.torn_tail is not None)
     torn = None
     if raw.torn_tail is not None:
         torn = (
-            f"line {len(raw.lines) + 1} is incomplete ({len(raw.torn_tail)} bytes):"
-            " the writer stopped mid-event (a crash, kill or full disk); the lines before it"
-            " are checked and the torn line is ignored"
+            f"torn: the run died mid-event: line {len(raw.lines) + 1} is incomplete "
+            f"({len(raw.torn_tail)} bytes; a crash, kill or full disk); the lines before it are "
+            "checked and the torn line is ignored. `sleuth resume` cuts it off and records "
+            "the repair"
         )
     if not raw.lines:
         message = (
@@ -214,14 +294,40 @@ def _verify_data(path: Path, data: bytes) -> VerifyReport:
             )
         )
         problems.append(Problem(line=1, kind="start", message=message))
-    return VerifyReport(
+    report = VerifyReport(
         transcript=str(path),
         ok=not problems,
         events=len(raw.lines),
         problems=problems,
         torn_tail=torn,
-        ended=_ends_session(raw.lines),
+        ended=any(r and r.get("type") == "session_ended" for r in raws),
     )
+    intact = [r for r in raws if r is not None]
+    if not problems and intact:
+        _add_signatures(report, path, intact, allowed)
+        if ledger is not None:
+            _add_ledger(report, ledger, intact)
+    report.ok = not report.problems
+    if report.ok:
+        report.verdict = "integrity_only" if report.integrity_only else "signed"
+    return report
+
+
+def _add_signatures(
+    report: VerifyReport, path: Path, raws: list[dict[str, Any]], allowed: AllowedSigners | None
+) -> None:
+    found = check_signatures(path, raws, allowed)
+    report.problems += [Problem(line=n, kind="signature", message=m) for n, m in found.problems]
+    report.signers, report.signed_events = found.signers, found.covered
+    report.signature_file, report.integrity_only = found.detached, found.gap
+
+
+def _add_ledger(report: VerifyReport, ledger: Path, raws: list[dict[str, Any]]) -> None:
+    hashes = [str(r.get("hash", "")) for r in raws]
+    check = check_ledger(ledger, str(raws[0].get("session_id", "")), hashes)
+    report.ledger = check
+    if check is not None and check.state in ("differs", "broken"):
+        report.problems.append(Problem(line=len(raws), kind="ledger", message=check.message))
 
 
 def not_verified(report: VerifyReport) -> str | None:

@@ -16,6 +16,15 @@ _CONTEXT = re.compile(
     r"|context(?:\s+length)?\s+(?:of\s+)?(\d+(?:\.\d+)?)\s*([km])?",
     re.I,
 )
+_CONCURRENCY = re.compile(
+    r"(\d+)\s+(?:concurrent|simultaneous|parallel)\s+(?:requests?|users?|sessions?)"
+    r"|concurrency\s+(?:of\s+)?(\d+)",
+    re.I,
+)
+_MIN_GPUS = re.compile(
+    r"\b(?:how many|smallest number of|fewest|minimum number of)\s+(?:[\w-]+\s+)?gpus", re.I
+)
+_MAX_CONTEXT = re.compile(r"\b(?:longest|maximum|max)\s+context", re.I)
 SAID = {"fits": "fits", "does_not_fit": "does not fit", "incompatible": "will not load"}
 
 
@@ -45,7 +54,23 @@ def capacity_input(q: Question, model_dir: str) -> dict[str, Any]:
         args["kv_cache_dtype"] = "fp8_e4m3"
     if q.has("mtp", "nextn", "eagle", "speculative"):
         args["speculative"] = "eagle" if q.has("eagle") else "mtp"
+    _inverse(text, args)
     return args
+
+
+def _inverse(text: str, args: dict[str, Any]) -> None:
+    """The inverse questions: fewest GPUs for C requests of L tokens, or the longest context
+    at concurrency C; the GPU type is named without a count for the first."""
+    found = _CONCURRENCY.search(text)
+    if found is None:
+        return
+    args["concurrency"] = int(found.group(1) or found.group(2))
+    if _MIN_GPUS.search(text):
+        args["find"] = "min_gpus"
+        args.pop("tp", None)
+    elif _MAX_CONTEXT.search(text):
+        args["find"] = "max_context"
+        args.pop("context_length", None)
 
 
 def plan_capacity(q: Question) -> Plan:
@@ -78,7 +103,8 @@ def _capacity_reports(r: Result, d: CapacityPlan) -> list[Report]:
     failed = [x for x in d.reasons if not x.ok]
     why = "; ".join(f"{x.check}: {x.detail}" for x in failed[:3])
     fits = d.verdict == "fits"
-    reports = [
+    reports = [_inverse_report(r, d)] if d.inverse else []
+    reports += [
         Report(
             f"{setup}: {SAID[d.verdict]}. Weights take "
             f"{d.weight_bytes_per_gpu / 2**30:.2f} GiB per GPU; the KV cache costs "
@@ -113,9 +139,25 @@ def _capacity_reports(r: Result, d: CapacityPlan) -> list[Report]:
     return reports
 
 
+def _inverse_report(r: Result, d: CapacityPlan) -> Report:
+    assert d.inverse is not None
+    acc = d.engine_account
+    return Report(
+        f"{d.inverse.question[0].upper()}{d.inverse.question[1:]} with {d.engine}: "
+        f"{d.inverse.answer} (predicted {acc.kv_tokens:,} KV tokens per replica, "
+        f"{acc.max_concurrency:.2f} requests at {acc.context:,} tokens"
+        + (f"; uncertain: {acc.uncertain[0]}" if acc.uncertain else "")
+        + ")",
+        "yes" if d.inverse.gpus or d.inverse.context else "no",
+        0.75,
+        [(r, r.line("answer (")), (r, r.line("predicted engine line:"))],
+    )
+
+
 FAMILY = Family(
     name="capacity",
-    help="capacity: will a checkpoint fit on N GPUs at a tp and context, and how much KV",
+    help="capacity: will a checkpoint fit on N GPUs at a tp and context, how much KV, the "
+    "fewest GPUs for C requests of L tokens, the longest context at concurrency C",
     plan=plan_capacity,
     words=(
         "fit",
@@ -129,6 +171,11 @@ FAMILY = Family(
         "enough memory",
         "how many tokens",
         "concurrent requests",
+        "how many gpus",
+        "smallest number of gpus",
+        "fewest gpus",
+        "longest context",
+        "maximum context",
     ),
     rank=20,
 )

@@ -124,6 +124,9 @@ class MemoryWriter(TranscriptWriter):
             self._check_report(event)
         return event
 
+    def checkpoint(self) -> None:
+        return None
+
     def close(self) -> None:
         return None
 

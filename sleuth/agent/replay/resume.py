@@ -5,41 +5,42 @@ inv = resume_investigation(Path("transcripts/x.jsonl"), ctx, settings)
 result = inv.run()          # appends to the same transcript, chain unbroken
 ```
 
-The transcript must verify (a tampered trail is not continued) and must not
-have ended. The conversation is rebuilt from the events, the brain from
-`session_started` (with today's API keys from the environment), and the budget
-goes on from what the recorded turns already spent. A turn cut off mid-way is
-run again. A second `session_started` with `resumed_from` marks where the run
-was picked up, with the hosts and versions as they are now.
+The transcript must verify (a tampered trail, or one with events after its end, is not
+continued) and must not have ended. A torn last line (the run died mid-event) is cut off and
+the repair recorded as a `repaired` event. The conversation is rebuilt from the events, the
+brain from `session_started` as it was recorded (`rebuild.py`; today's API keys from the
+environment), and the budget goes on from what the recorded turns already spent. A turn cut
+off mid-way is run again. A second `session_started` with `resumed_from` marks where the run
+was picked up, with the hosts, versions and brain as they are now.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from sleuth.agent.brains.anthropic import DEFAULT_ANTHROPIC_MODEL, AnthropicBrain
-from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
 from sleuth.agent.findings import REPORT_FINDING, CallRecord
 from sleuth.agent.history import messages_from_events
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
+from sleuth.agent.replay.rebuild import ResumeError, rebuild_brain
 from sleuth.agent.replay.recorded import NotVerified, Recorded, read_recorded
-from sleuth.agent.session import describe_hosts, versions
+from sleuth.agent.session import brain_options, describe_hosts, versions
 from sleuth.config import Budget, Settings
 from sleuth.tools.context import ToolContext
-from sleuth.transcripts.events import SessionStarted
+from sleuth.transcripts.events import ErrorEvent, SessionStarted, SignatureEvent
 from sleuth.transcripts.recording import Recording
+from sleuth.transcripts.seal import SIGNING, Seal
 from sleuth.transcripts.store import TranscriptWriter
 
-
-class ResumeError(Exception):
-    """The transcript cannot be continued; the message says why and what to do."""
+UNSIGNED_RESUME = (
+    "signing stopped: the run was signed, and is resumed without a key (none found, or "
+    "--no-sign); the events from here on are not signed"
+)
 
 
 def resumable(source: Path | Recorded) -> Recorded:
@@ -65,37 +66,6 @@ def resumable(source: Path | Recorded) -> Recorded:
     return recorded
 
 
-def brain_for(start: SessionStarted, env: Mapping[str, str] | None = None) -> Brain:
-    """The brain that ran the session, rebuilt; model brains need their keys from `env` again."""
-    env = os.environ if env is None else env
-    if start.brain == "playbook":
-        from sleuth.agent.playbook.brain import PlaybookBrain
-
-        return PlaybookBrain()
-    if start.brain == "anthropic":
-        if not env.get("ANTHROPIC_API_KEY"):
-            raise ResumeError(
-                f"the session used Anthropic ({start.model}); export ANTHROPIC_API_KEY to resume it"
-            )
-        return AnthropicBrain(
-            start.model or DEFAULT_ANTHROPIC_MODEL,
-            api_key=env["ANTHROPIC_API_KEY"],
-            base_url=env.get("ANTHROPIC_BASE_URL"),
-        )
-    if start.brain == "openai":
-        if not env.get("OPENAI_BASE_URL") or not start.model:
-            raise ResumeError(
-                f"the session used an OpenAI-compatible endpoint ({start.model}); export "
-                "OPENAI_BASE_URL (and OPENAI_API_KEY if it needs one) to resume it"
-            )
-        return OpenAIBrain(
-            start.model, base_url=env["OPENAI_BASE_URL"], api_key=env.get("OPENAI_API_KEY")
-        )
-    raise ResumeError(
-        f"a {start.brain!r} session cannot be resumed; replay it with `sleuth replay`"
-    )
-
-
 def resume_investigation(
     source: Path | Recorded,
     ctx: ToolContext,
@@ -104,20 +74,27 @@ def resume_investigation(
     brain: Brain | None = None,
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
+    seal: Seal | None = None,
 ) -> Investigation:
     """An Investigation that goes on from the last complete turn of the transcript at `source`
-    (a path, or one `resumable` already read)."""
+    (a path, or one `resumable` already read); `brain` as `rebuild_brain` built it (else it is
+    built here from the record), `seal` to sign what the resumed run appends."""
     recorded = resumable(source)
     recording = recorded.recording
     start = recording.start
-    brain = brain or brain_for(start, env)
-    writer = TranscriptWriter.reopen(recorded.path, recorded.loaded)
+    brain = brain or rebuild_brain(start, settings, env=env)[0]
+    writer = TranscriptWriter.reopen(recorded.path, recorded.loaded, seal)
+    signed = any(isinstance(e, SignatureEvent) for e in recorded.events)
+    if signed and (seal is None or seal.signer is None):
+        # Said in the file, so `verify` reads the unsigned rest as a choice, not as tampering.
+        writer.append(ErrorEvent(where=SIGNING, message=UNSIGNED_RESUME))
     writer.append(
         start.model_copy(
             update={
                 "hosts": describe_hosts(ctx),
                 "brain": brain.name,
                 "model": brain.model,
+                "brain_options": brain_options(brain),
                 "versions": versions(),
                 "resumed_from": str(recorded.path),
             }

@@ -15,9 +15,15 @@ from typing import Any
 
 from sleuth.hosts.host import HostError, read_whole
 from sleuth.hosts.policy import SandboxedHost
-from sleuth.tools.capacity import checks, quant_rules, rules
+from sleuth.tools.capacity import checks, inverse, quant_rules, rules
 from sleuth.tools.capacity.gpus import GpuChoice, GpuSpec, lookup, parse_gpus
-from sleuth.tools.capacity.model import Evidence, ModelConfigError, ModelShape, model_shape
+from sleuth.tools.capacity.model import (
+    Evidence,
+    ModelConfigError,
+    ModelShape,
+    max_context,
+    model_shape,
+)
 from sleuth.tools.capacity.plan import CapacityInput, CapacityPlan, PlannedGpus, PoolTerms
 from sleuth.tools.capacity.render import plan_text
 from sleuth.tools.capacity.sizing import size
@@ -39,21 +45,31 @@ def capacity_plan(ctx: ToolContext, args: CapacityInput) -> ToolResult:
     GPUs (the host's nvidia-smi, or `gpus` like 8xH200 from a built-in table) and the
     engine's own rules (quoted from the engine's source on the host when installed there).
     Returns `verdict` (fits | does_not_fit | incompatible), weight_bytes_per_gpu,
-    kv_bytes_per_token_per_gpu (the engine's KV cell), max_kv_tokens (pool = GPU memory ×
-    mem_fraction − weights, each term shown), max_concurrent_at_context, max_context_single,
+    kv_bytes_per_token_per_gpu (the engine's KV cell), max_kv_tokens and engine_account (the
+    engine's own accounting: CUDA total × fraction − weights − activation peak − non-torch −
+    CUDA graphs, block rounding, each term with its rule, and the KV lines the engine will
+    print), max_concurrent_at_context, max_context_single,
     and `reasons`: each check (weights fit, KV holds one full request, heads ÷ tp, experts ÷
     ep, sharded sizes ÷ quant group, quant method and KV dtype vs compute capability,
     context vs max_position_embeddings, MTP weights present) with evidence {source, quote}.
     Numbers are computed even when the verdict is incompatible.
     """
-    sandboxed = ctx.host(args.host)
+    plan = make_plan(ctx.host(args.host), args)
+    output, cut = cap_output(
+        plan_text(plan), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
+    )
+    return ToolResult(ok=True, output=output, data=plan.model_dump(mode="json"), bytes_cut=cut)
+
+
+def make_plan(sandboxed: SandboxedHost, args: CapacityInput) -> CapacityPlan:
+    """The plan for these inputs on this host: the checkpoint, the GPUs, the engine's rules."""
     model_dir = sandboxed.resolve(args.model_dir)
     if sandboxed.host.stat(model_dir).kind != "dir":
         raise ToolError(
             f"{model_dir} is not a folder on host {args.host!r}; give the checkpoint folder "
             "that holds config.json and the safetensors files"
         )
-    choice = parse_gpus(args.gpus) if args.gpus else None
+    choice = parse_gpus(args.gpus) if args.gpus and args.gpus.lower() != "cpu" else None
     with ThreadPoolExecutor(3) as pool:  # the header pass dominates; the rest rides along
         summary_f = pool.submit(summarize, sandboxed, model_dir)
         env_f = pool.submit(_python_env, sandboxed)
@@ -64,14 +80,21 @@ def capacity_plan(ctx: ToolContext, args: CapacityInput) -> ToolResult:
         shape = model_shape(config)
     except ModelConfigError as exc:
         raise ToolError(f"{model_dir}/config.json: {exc}; capacity_plan needs it") from None
-    gpus = _planned_gpus(args, choice, inventory)
-    plan = build_plan(args, model_dir, shape, summary, gpus)
+    gpus = cpu_gpus(args) if (args.gpus or "").lower() == "cpu" else None
+    gpus = gpus or _planned_gpus(args, choice, inventory)
+    installed = _installed_version(env, args.engine)
+    answer = None
+    if args.find == "min_gpus":
+        args, answer = inverse.smallest_gpus(args, shape, summary, gpus.spec, installed)
+        gpus = gpus.model_copy(update={"count": args.tp * args.pp * args.dp})
+    elif args.find == "max_context":
+        top = max_context(shape)[0] or args.context_length or 131072
+        args, answer = inverse.longest_context(args, shape, summary, gpus.spec, installed, top)
+    plan = build_plan(args, model_dir, shape, summary, gpus, installed)
+    plan.inverse = answer
     source = _engine_source(sandboxed, env, args.engine, plan.quant_method, shape.mla)
-    checks.apply_source(plan, source, gpus.spec, _installed_version(env, args.engine))
-    output, cut = cap_output(
-        plan_text(plan), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
-    )
-    return ToolResult(ok=True, output=output, data=plan.model_dump(mode="json"), bytes_cut=cut)
+    checks.apply_source(plan, source, gpus.spec, installed)
+    return plan
 
 
 def build_plan(
@@ -80,9 +103,10 @@ def build_plan(
     shape: ModelShape,
     summary: CheckpointSummary,
     gpus: PlannedGpus,
+    installed: str | None = None,
 ) -> CapacityPlan:
     """The plan from the built-in rules: its numbers, its reasons and their verdict."""
-    s = size(args, shape, summary, gpus.spec)
+    s = size(args, shape, summary, gpus.spec, installed)
     q = summary.quantization
     method = quant_rules.engine_method(q.method if q else None, q.algorithm if q else None)
     found = checks.reasons(args, shape, summary, gpus, s, method)
@@ -90,7 +114,9 @@ def build_plan(
     return CapacityPlan(
         model_dir=model_dir,
         engine=args.engine,
-        rules_from=rules.SGLANG_VERSION if args.engine == "sglang" else rules.VLLM_VERSION,
+        rules_from=rules.SGLANG_VERSION
+        if args.engine == "sglang"
+        else f"{rules.VLLM_VERSION}; accounting {s.account.rules}",
         gpu=gpus.spec,
         gpu_count=gpus.count,
         gpus_from=gpus.source,
@@ -123,6 +149,7 @@ def build_plan(
         quant_method=method,
         quant_min_capability=floor.min_capability if floor else None,
         reasons=found,
+        engine_account=s.account,
         engine_source=None,
         checkpoint_via=summary.via,
         warnings=list(summary.warnings) + list(summary.errors),
@@ -151,6 +178,26 @@ def _planned_gpus(
     return host or _host_gpus(args.host, inventory)
 
 
+def cpu_gpus(args: CapacityInput) -> PlannedGpus:
+    """vLLM's CPU backend: no GPU; the KV cache gets VLLM_CPU_KVCACHE_SPACE GiB of RAM."""
+    if args.engine != "vllm":
+        raise ToolError("gpus=cpu plans for vLLM's CPU backend; pass engine=vllm")
+    space = args.cpu_kv_space_gib
+    spec = GpuSpec(
+        key="CPU",
+        smi_name="CPU (vLLM CPU backend)",
+        memory_mib=space * 1024,
+        compute_capability="0.0",
+        source=f"VLLM_CPU_KVCACHE_SPACE={space} (cpu_kv_space_gib)",
+        cuda_mib=space * 1024,
+        sms=1,
+    )
+    where = f"gpus=cpu, VLLM_CPU_KVCACHE_SPACE={space} GiB"
+    evidence = Evidence(source="vllm/platforms/cpu.py", quote="kv_cache_memory_bytes = "
+                        "VLLM_CPU_KVCACHE_SPACE * GiB_bytes")  # fmt: skip
+    return PlannedGpus(spec=spec, count=1, evidence=evidence, source=where)
+
+
 def _host_gpus(host: str, inventory: GpuInventory) -> PlannedGpus:
     """The host's GPUs, as nvidia-smi reports the first of them."""
     if not inventory.gpus:
@@ -161,12 +208,16 @@ def _host_gpus(host: str, inventory: GpuInventory) -> PlannedGpus:
     first = inventory.gpus[0]
     row = lookup(first.name)
     where = f"nvidia-smi on {host}"
+    # nvidia-smi's total less what the driver reserves (the table row's difference).
+    reserved = row.memory_mib - row.engine_memory_mib if row else 512
     spec = GpuSpec(
         key=row.key if row else first.name,
         smi_name=first.name,
         memory_mib=first.memory_total_mib,
         compute_capability=first.compute_capability,
         source=where,
+        cuda_mib=first.memory_total_mib - reserved,
+        sms=row.sms if row else 132,
     )
     evidence = Evidence(source=where, quote=gpu_line(first))
     return PlannedGpus(spec=spec, count=len(inventory.gpus), evidence=evidence, source=where)

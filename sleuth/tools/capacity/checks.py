@@ -73,12 +73,14 @@ def _gpu_count(args: CapacityInput, gpus: PlannedGpus) -> Reason:
 
 def _weights_fit(args: CapacityInput, gpus: PlannedGpus, s: Sizing) -> Reason:
     weights = s.share.bytes_per_gpu
-    margin_ok = weights <= s.budget * (1 - WEIGHT_MARGIN)
+    cpu = s.account.device == "cpu"
+    margin_ok = cpu or weights <= s.budget * (1 - WEIGHT_MARGIN)
+    budget = f"a budget {s.account.budget_how} = {rules.gib(s.budget)}"
     return Reason(
         check="weights_fit",
         ok=margin_ok,
-        detail=f"weights {rules.gib(weights)} per GPU of a static budget "
-        f"{gpus.spec.memory_mib} MiB × {s.fraction.value} = {rules.gib(s.budget)}"
+        detail=f"weights {rules.gib(weights)} per GPU of "
+        + ("host memory (CPU backend; the KV cache has its own space)" if cpu else budget)
         + ("" if margin_ok else f" (need ≥{WEIGHT_MARGIN:.0%} left for the KV pool)")
         + (
             f"; MTP weights {rules.gib(s.share.mtp_bytes_per_gpu)} included"

@@ -36,6 +36,11 @@ class ModelShape(BaseModel):
     experts: int | None = None
     moe_intermediate_size: int | None = None
     intermediate_size: int | None = None
+    hidden_size: int = 0
+    vocab_size: int = 0
+    experts_per_token: int = 0
+    rotary_dim: int = 0
+    """Width of the rotary cos/sin cache the engines build (head_dim × partial factor)."""
     dtype: str | None = None
     linear: dict[str, int] = {}
     """Gated-DeltaNet sizes of hybrid linear-attention models (Qwen3-Next, Qwen3.5)."""
@@ -56,6 +61,11 @@ _KEYS = {
     "max_position_embeddings": ("max_position_embeddings", "max_sequence_length"),
     "rope_scaling": ("rope_scaling", "rope_parameters"),
     "experts": ("num_experts", "n_routed_experts", "num_local_experts"),
+    "experts_per_token": ("num_experts_per_tok", "moe_topk", "num_experts_per_token"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "partial_rotary_factor": ("partial_rotary_factor",),
+    "sliding_window_pattern": ("sliding_window_pattern",),
+    "model_type": ("model_type",),
     "moe_intermediate_size": ("moe_intermediate_size",),
     "intermediate_size": ("intermediate_size",),
     "sliding_window": ("sliding_window",),
@@ -100,6 +110,10 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     if mla:
         head_dim = found.get("qk_nope_head_dim", 0) + found.get("qk_rope_head_dim", 0)
     full, linear, swa = _layer_kinds(found, layers)
+    factor = found.get("partial_rotary_factor")
+    rotary = int(head_dim * factor) if isinstance(factor, (int, float)) else head_dim
+    if mla:
+        rotary = found.get("qk_rope_head_dim") or 0
     lin = {
         k.removeprefix("linear_"): found[k]
         for k in _KEYS
@@ -125,6 +139,10 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
         experts=found.get("experts"),
         moe_intermediate_size=found.get("moe_intermediate_size"),
         intermediate_size=found.get("intermediate_size"),
+        hidden_size=hidden if isinstance(hidden, int) else 0,
+        vocab_size=found.get("vocab_size") or 0,
+        experts_per_token=found.get("experts_per_token") or 0,
+        rotary_dim=rotary,
         dtype=str(found["dtype"]) if found.get("dtype") else None,
         linear=lin,
         evidence=evidence,
@@ -132,7 +150,9 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
 
 
 def _layer_kinds(found: dict[str, Any], layers: int) -> tuple[int, int, int]:
-    """(full, linear, sliding) attention layers: `layer_types`, else `full_attention_interval`."""
+    """(full, linear, sliding) attention layers: `layer_types`, else `full_attention_interval`,
+    else `sliding_window_pattern` (every Nth layer global, Gemma 3), else Gemma 2's
+    alternation (even layers sliding, as its modelling code has it)."""
     types = found.get("layer_types")
     if isinstance(types, list) and types:
         kinds = [str(t) for t in types[:layers]]
@@ -143,6 +163,12 @@ def _layer_kinds(found: dict[str, Any], layers: int) -> tuple[int, int, int]:
     if isinstance(interval, int) and interval > 1:
         full = layers // interval
         return full, layers - full, 0
+    pattern = found.get("sliding_window_pattern")
+    if isinstance(pattern, int) and pattern > 1 and found.get("sliding_window"):
+        full = layers // pattern
+        return full, 0, layers - full
+    if found.get("model_type") == "gemma2" and found.get("sliding_window"):
+        return layers // 2, 0, layers - layers // 2
     return layers, 0, 0
 
 

@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from sleuth.tools.capacity.accounting import KvAccount
 from sleuth.tools.capacity.gpus import GpuSpec
+from sleuth.tools.capacity.inverse_answer import InverseAnswer
 from sleuth.tools.capacity.model import Evidence
 from sleuth.tools.capacity.rules import Engine
 from sleuth.tools.capacity.source import EngineSource
@@ -19,8 +21,8 @@ class CapacityInput(ToolInput):
     model_dir: str = Field(description="Checkpoint folder (config.json + safetensors).")
     gpus: str | None = Field(
         None,
-        description="GPUs to plan for, e.g. 8xH200, 4xB200, 2xA100-80GB; omit to use the "
-        "host's own GPUs (nvidia-smi).",
+        description="GPUs to plan for, e.g. 8xH200, 4xB200, 2xA100-80GB, 2xRTX-4090, L4; `cpu` "
+        "for vLLM's CPU backend (with cpu_kv_space_gib); omit to use the host's own GPUs.",
     )
     engine: Literal["sglang", "vllm"] = "sglang"
     tp: int = Field(1, ge=1, le=1024, description="Tensor-parallel size.")
@@ -30,7 +32,7 @@ class CapacityInput(ToolInput):
     context_length: int | None = Field(
         None, ge=1, description="Tokens per request; default: the model's maximum."
     )
-    kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp4"] = "auto"
+    kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4"] = "auto"
     mem_fraction: float | None = Field(
         None,
         gt=0,
@@ -39,6 +41,31 @@ class CapacityInput(ToolInput):
         "default: the engine's own default for this GPU.",
     )
     speculative: Literal["none", "mtp", "nextn", "eagle"] = "none"
+    engine_version: str | None = Field(
+        None,
+        description="Engine release whose accounting to follow, e.g. 0.19.0; default: the "
+        "one installed on the host, else the newest rules Sleuth knows.",
+    )
+    max_num_seqs: int | None = Field(
+        None, ge=1, description="vLLM --max-num-seqs; default: the engine's for this GPU."
+    )
+    max_num_batched_tokens: int | None = Field(
+        None, ge=1, description="vLLM --max-num-batched-tokens (the profile run's tokens)."
+    )
+    block_size: int | None = Field(None, ge=1, description="vLLM --block-size.")
+    enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs.")
+    cpu_kv_space_gib: int = Field(
+        4, ge=1, description="With gpus=cpu: VLLM_CPU_KVCACHE_SPACE, the KV cache's GiB."
+    )
+    find: Literal["plan", "min_gpus", "max_context"] = Field(
+        "plan",
+        description="plan: this layout; min_gpus: the fewest GPUs of the named type (tp × "
+        "replicas) for `concurrency` requests of context_length tokens; max_context: the "
+        "longest context at which `concurrency` requests fit at this tp.",
+    )
+    concurrency: int | None = Field(
+        None, ge=1, description="Concurrent requests to serve (find=min_gpus or max_context)."
+    )
 
 
 class PlannedGpus(BaseModel):
@@ -97,6 +124,10 @@ class CapacityPlan(BaseModel):
     quant_method: str | None
     quant_min_capability: int | None
     reasons: list[Reason]
+    engine_account: KvAccount
+    """The engine's own accounting, step by step, and the lines it would print."""
+    inverse: InverseAnswer | None = None
+    """find=min_gpus or max_context: the answer, and the layout this plan is for."""
     engine_source: EngineSource | None
     checkpoint_via: str
     warnings: list[str]

@@ -263,8 +263,8 @@ def vllm_mem_fraction() -> MemoryFraction:
     return MemoryFraction(
         value=0.9,
         default=True,
-        detail="vLLM default --gpu-memory-utilization 0.9; the activation peak vLLM "
-        "profiles at start-up also comes out of it and is not modelled here",
+        detail="vLLM default --gpu-memory-utilization 0.9 of the CUDA total; the profile's "
+        "activation peak and non-torch memory come out of it (engine accounting below)",
         rules=[VL_UTIL],
     )
 
@@ -301,7 +301,7 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str | None) -> tuple[int, b
         return (4 if str(model_dtype).lower() in ("float32", "fp32") else 2), False
     if kv_cache_dtype in ("bf16", "fp16"):
         return 2, False
-    if kv_cache_dtype in ("fp8_e4m3", "fp8_e5m2"):
+    if kv_cache_dtype in ("fp8", "fp8_e4m3", "fp8_e5m2"):
         return 1, False
     return 1, True  # fp4: float4_e2m1fn_x2 is one byte per pair, halved by the rule
 

@@ -1,7 +1,9 @@
-"""The arithmetic of a plan: weights per GPU, the KV cell, the pool, tokens and requests.
+"""The arithmetic of a plan: weights per GPU, the KV cell, the engine's accounting, tokens and
+requests.
 
-Each step is an engine rule from rules.py applied to the model's shape and the GPU; the
-reasons (checks.py) then judge these numbers.
+The KV cell and memory fraction are engine rules from rules.py; the pool, its blocks and the
+engine's printed figures come from accounting.py on an `EngineSetup` resolved here from the
+input, the GPU and the engine's defaults. The reasons (checks.py) then judge these numbers.
 """
 
 from __future__ import annotations
@@ -9,6 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sleuth.tools.capacity import rules
+from sleuth.tools.capacity.accounting import KvAccount, account
+from sleuth.tools.capacity.engine_setup import (
+    GIB,
+    MIB,
+    EngineSetup,
+    default_batch,
+    default_block_size,
+    vllm_rules,
+)
 from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.model import ModelShape, max_context
 from sleuth.tools.capacity.plan import CapacityInput
@@ -16,8 +27,6 @@ from sleuth.tools.capacity.weights import WeightShare, weights_per_gpu
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.results import ToolError
 
-MAMBA_FULL_MEMORY_RATIO = 0.9
-"""SGLang's mamba_full_memory_ratio: the recurrent state pool : the KV pool = 0.9 : 1."""
 MAMBA_RUNNING_RATIO = 3
 """SGLang admits at most a third of its state slots as running requests
 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO, kv_cache_configurator.py:227)."""
@@ -30,14 +39,10 @@ class Sizing:
     share: WeightShare
     cell: rules.KvCell
     fraction: rules.MemoryFraction
-    memory: int
-    """One GPU's memory in bytes."""
-    budget: int
-    """memory × mem_fraction: what weights, recurrent state and KV pool share."""
+    account: KvAccount
     state: int
     """Recurrent state of one request on one GPU (hybrid linear-attention models)."""
     state_total: int
-    kv_pool: int
     max_tokens: int
     context: int
     model_max: int | None
@@ -46,12 +51,28 @@ class Sizing:
     concurrent: int
     single: int
 
+    @property
+    def memory(self) -> int:
+        return self.account.memory_bytes
+
+    @property
+    def budget(self) -> int:
+        return self.account.budget_bytes
+
+    @property
+    def kv_pool(self) -> int:
+        return self.account.kv_pool_bytes
+
 
 def size(
-    args: CapacityInput, shape: ModelShape, summary: CheckpointSummary, gpu: GpuSpec
+    args: CapacityInput,
+    shape: ModelShape,
+    summary: CheckpointSummary,
+    gpu: GpuSpec,
+    installed: str | None = None,
 ) -> Sizing:
     """The plan's numbers for these inputs on this GPU; a model without a maximum context
-    needs `context_length`."""
+    needs `context_length`. `installed` is the engine's version on the host, if known."""
     mtp = summary.mtp
     draft_layers = (mtp.declared_layers or 0) if args.speculative != "none" else 0
     share = weights_per_gpu(
@@ -66,21 +87,16 @@ def size(
     elem, fp4 = rules.kv_dtype_bytes(args.kv_cache_dtype, shape.dtype)
     cell = _kv_cell(args, shape, elem, fp4, draft_layers)
     fraction = _mem_fraction(args, shape, gpu)
-    memory = gpu.memory_mib * rules.MIB
-    budget = int(memory * fraction.value)
-    rest = budget - share.bytes_per_gpu
-    state = _recurrent_state(shape, args.tp, elem)
-    state_total = 0
-    if state and rest > 0 and args.engine == "sglang":
-        ratio = MAMBA_FULL_MEMORY_RATIO
-        state_total = int(rest * ratio / (1 + ratio))
-    kv_pool = max(0, rest - state_total)
-    max_tokens = kv_pool // cell.bytes_per_token if cell.bytes_per_token else 0
     model_max, derivation = max_context(shape)
     context = args.context_length or model_max or 0
     if not context:
         raise ToolError("config.json has no max_position_embeddings; pass context_length")
-    concurrent = max_tokens // context
+    setup = engine_setup(args, shape, gpu, fraction.value, context, elem, draft_layers, installed)
+    acc = account(setup, shape, share.bytes_per_gpu)
+    state = _recurrent_state(shape, args.tp, elem)
+    state_total = next((t.bytes for t in acc.terms if t.name.startswith("Mamba")), 0)
+    max_tokens = acc.kv_tokens
+    concurrent = int(acc.max_concurrency) if args.engine == "vllm" else max_tokens // context
     if state and state_total:
         concurrent = min(concurrent, (state_total // state) // MAMBA_RUNNING_RATIO)
     return Sizing(
@@ -88,17 +104,54 @@ def size(
         share=share,
         cell=cell,
         fraction=fraction,
-        memory=memory,
-        budget=budget,
+        account=acc,
         state=state,
         state_total=state_total,
-        kv_pool=kv_pool,
         max_tokens=max_tokens,
         context=context,
         model_max=model_max,
         derivation=derivation,
         concurrent=concurrent,
         single=min(max_tokens, model_max) if model_max else max_tokens,
+    )
+
+
+def engine_setup(
+    args: CapacityInput,
+    shape: ModelShape,
+    gpu: GpuSpec,
+    fraction: float,
+    context: int,
+    elem: int,
+    draft_layers: int,
+    installed: str | None,
+) -> EngineSetup:
+    """What the engine sizes from: the input where given, else the engine's own defaults."""
+    cpu = gpu.key == "CPU"
+    device = "cpu" if cpu else "gpu"
+    memory = 0 if cpu else gpu.engine_memory_mib * MIB
+    batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name)
+    version = args.engine_version or installed
+    act = 4 if str(shape.dtype).lower() in ("float32", "fp32") else 2
+    return EngineSetup(
+        engine=args.engine,
+        rules="sglang-0.5" if args.engine == "sglang" else vllm_rules(version),
+        device=device,
+        tp=args.tp,
+        pp=args.pp,
+        memory_bytes=memory,
+        smi_memory_mib=gpu.memory_mib,
+        sms=gpu.sms,
+        fraction=fraction,
+        max_model_len=context,
+        max_num_seqs=args.max_num_seqs or seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens or batched,
+        block_size=args.block_size or default_block_size(args.engine, device, shape.mla),
+        kv_elem=elem,
+        act_elem=act,
+        enforce_eager=args.enforce_eager,
+        cpu_kv_space_bytes=args.cpu_kv_space_gib * GIB if cpu else 0,
+        draft_layers=draft_layers,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
+from sleuth.tools.capacity.launch_check import KvCheck
 from sleuth.tools.serving.diagnose import Diagnosis
 from sleuth.tools.serving.engines import VllmEntry
 
@@ -36,7 +37,7 @@ class Milestone(BaseModel):
 class LaunchData(_Data):
     """launch_server's data: the server, how its start went, and on failure why."""
 
-    OPTIONAL = ("entry_point", "diagnosis", "stopped")
+    OPTIONAL = ("entry_point", "diagnosis", "stopped", "kv_check")
     server_id: str
     ready: bool
     outcome: Literal["ready", "failed", "exited", "timeout"]
@@ -57,6 +58,8 @@ class LaunchData(_Data):
     diagnosis: Diagnosis | None = None
     stopped: str | None = None
     """Not ready: what stopping its process group did."""
+    kv_check: KvCheck | None = None
+    """The engine's KV line beside capacity_plan's prediction for this launch."""
 
 
 class RefusedLaunch(BaseModel):

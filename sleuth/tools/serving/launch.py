@@ -14,6 +14,7 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.capacity.launch_check import KvCheck, check_launch
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import tool
 from sleuth.tools.results import ToolError, ToolResult, cap_output
@@ -83,7 +84,11 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
             scrub(f"lost track of server {server_id} while waiting for it ({exc}); {stopped}")
         ) from exc
     launched = Launched(host.name, server_id, engine, port, started.record, argv, env, entry, scrub)
-    return _result(ctx, host, launched, watch)
+    kv_line = next((line for _, name, line in watch.milestones if name == "KV cache allocated"), "")
+    check = (
+        check_launch(host, engine, args.model_path or "", argv, env, kv_line) if kv_line else None
+    )
+    return _result(ctx, host, launched, watch, check)
 
 
 def new_server_id() -> str:
@@ -107,18 +112,28 @@ class Launched:
     the result's text and data as they leave."""
 
 
-def _result(ctx: ToolContext, host: SandboxedHost, launched: Launched, watch: Watch) -> ToolResult:
-    """Diagnose and stop a launch that is not ready, then report on it."""
+def _result(
+    ctx: ToolContext,
+    host: SandboxedHost,
+    launched: Launched,
+    watch: Watch,
+    check: KvCheck | None = None,
+) -> ToolResult:
+    """Diagnose and stop a launch that is not ready, then report on it; a KV line the engine
+    printed is set beside Sleuth's prediction for it (`kv_check`)."""
     diagnosis: Diagnosis | None = None
     stopped: str | None = None
     if watch.outcome in ("failed", "exited"):
         diagnosis = _diagnose_log(host, launched, watch)
     if watch.outcome != "ready":
         stopped = stop_quietly(host, launched.server_id, grace_s=5.0)
-    data = launched.scrub.data(
-        _launch_data(launched, watch, diagnosis, stopped).model_dump(mode="json")
-    )
-    lines = [launched.scrub(line) for line in _summary(launched, watch, diagnosis, stopped)]
+    launch_data = _launch_data(launched, watch, diagnosis, stopped)
+    launch_data.kv_check = check
+    data = launched.scrub.data(launch_data.model_dump(mode="json"))
+    lines = _summary(launched, watch, diagnosis, stopped)
+    if check is not None:
+        lines.insert(len(lines) if stopped is None else len(lines) - 3, check.text())
+    lines = [launched.scrub(line) for line in lines]
     text, cut = cap_output(
         "\n".join(lines), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
     )

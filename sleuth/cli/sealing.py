@@ -1,0 +1,54 @@
+"""Signing and the ledger for the commands that write an investigation's transcript.
+
+```python
+seal = seal_for(settings, no_sign=False, quiet=as_json)   # says which key signs, once
+...
+say_warnings(inv.writer.warnings)                         # what could not be signed
+```
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from sleuth.cli.common import EXIT_USAGE, err_console, fail
+from sleuth.config import Settings
+from sleuth.transcripts.ledger import ledger_path
+from sleuth.transcripts.seal import Seal
+from sleuth.transcripts.sign import SigningKeyError
+from sleuth.transcripts.signing_keys import describe, find_signer
+
+NoSign = Annotated[
+    bool,
+    typer.Option(
+        "--no-sign",
+        help="Do not sign the transcript (by default it is signed with ssh-agent's key or "
+        "[sign] key in sleuth.toml, when there is one).",
+    ),
+]
+NO_KEY = (
+    "not signing the transcript: no SSH key (load one into ssh-agent, or set [sign] key in "
+    "sleuth.toml); `sleuth verify` will call it integrity only"
+)
+
+
+def seal_for(settings: Settings, no_sign: bool, quiet: bool) -> Seal:
+    """The run's seal: its signing key (exit 2 when a configured key cannot sign) and the
+    ledger. Unless `quiet`, says on stderr which key signs, or that none does."""
+    signer = None
+    if not no_sign:
+        try:
+            signer = find_signer(settings.sign.key)
+        except SigningKeyError as exc:
+            fail(str(exc), EXIT_USAGE)
+        if not quiet:
+            line = f"signing the transcript with {describe(signer)}" if signer else NO_KEY
+            err_console.print(line, markup=False, highlight=False)
+    return Seal(signer, ledger_path(settings.ledger.path))
+
+
+def say_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
+        err_console.print(f"warning: {warning}", markup=False, highlight=False)

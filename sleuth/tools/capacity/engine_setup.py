@@ -1,0 +1,87 @@
+"""The settings an engine sizes its KV cache from, resolved the way the engine resolves them.
+
+`EngineSetup` holds what the engine knows at start-up (its rules by version, the device's
+memory as CUDA reports it, the memory fraction, the batch limits, the block size, the dtypes);
+`resolve_setup` fills what the user did not say with the engine's own defaults, each cited.
+The accounting (accounting.py) works on this alone, so a setup can also be built from a
+published engine log (the comparison corpus) without a checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from sleuth.tools.capacity.quant_rules import _version
+
+VllmRules = Literal["v0", "v1-0.19", "v1-0.32"]
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+class EngineSetup(BaseModel):
+    engine: Literal["vllm", "sglang"]
+    rules: str
+    """vLLM: v0 | v1-0.19 | v1-0.32 (see `vllm_rules`); SGLang: sglang-0.5."""
+    device: Literal["gpu", "cpu"] = "gpu"
+    tp: int = 1
+    pp: int = 1
+    memory_bytes: int = 0
+    """One GPU's total as the engine sees it (CUDA's total; 0 on CPU)."""
+    smi_memory_mib: int = 0
+    """nvidia-smi's memory.total (SGLang's default fraction reads it)."""
+    sms: int = 132
+    fraction: float
+    """vLLM --gpu-memory-utilization or SGLang --mem-fraction-static."""
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    kv_elem: int
+    """Bytes of one KV value (1 for fp8, 2 for bf16/fp16, 4 for fp32)."""
+    act_elem: int
+    """Bytes of one activation value (the model's dtype)."""
+    enforce_eager: bool = False
+    cpu_kv_space_bytes: int = 0
+    """vLLM CPU backend: VLLM_CPU_KVCACHE_SPACE GiB, the KV cache's whole budget."""
+    draft_layers: int = 0
+
+
+def vllm_rules(version: str | None) -> VllmRules:
+    """Which vLLM accounting a release follows.
+
+    V1 became the default engine in 0.8.0; 0.21.0 started subtracting the profiled CUDA
+    graph memory by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS) and the log line that
+    reports capacity by max_model_len; without a version, the newest rules.
+    """
+    if not version:
+        return "v1-0.32"
+    parts = _version(version)
+    if parts < (0, 8):
+        return "v0"
+    return "v1-0.19" if parts < (0, 21) else "v1-0.32"
+
+
+def default_batch(engine: str, device: str, memory_bytes: int, gpu_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) an engine picks when not told.
+
+    vLLM EngineArgs.get_batch_defaults for `vllm serve`: 8192 and 1024 on a GPU of 70 GiB or
+    more that is not an A100, else 2048 and 256; on CPU 2048 and 128 (world size 1).
+    SGLang's chunked-prefill size is its own rule (rules.sglang_mem_fraction).
+    """
+    if device == "cpu":
+        return 2048, 128
+    if engine == "vllm" and memory_bytes >= 70 * GIB and "a100" not in gpu_name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+def default_block_size(engine: str, device: str, mla: bool) -> int:
+    """vLLM: 16 on GPU (the attention backends' default), 128 on CPU and 16 for CPU MLA
+    (vllm/platforms/cpu.py); SGLang pages one token at a time (page_size 1)."""
+    if engine == "sglang":
+        return 1
+    if device == "cpu":
+        return 16 if mla else 128
+    return 16

@@ -1,0 +1,148 @@
+"""What vLLM's start-up profile run takes out of the KV budget, term by term.
+
+vLLM V1 (gpu_worker.py determine_available_memory) gives the KV cache
+`requested_memory - (weights + torch peak increase + non-torch increase)`, less the CUDA graph
+estimate from 0.21 on. The torch peak is the larger of the model's forward pass over
+`max_num_batched_tokens` tokens and the sampler over `min(max_num_seqs, tokens)` rows of
+logits (profile_run runs the second while the first's hidden states are still held); MoE
+layers keep their fused-MoE workspace across both. Each estimate names the engine line it
+rests on; the non-torch and CUDA graph terms are measured constants, marked estimated.
+"""
+
+from __future__ import annotations
+
+from sleuth.tools.capacity.engine_setup import GIB, MIB, EngineSetup
+from sleuth.tools.capacity.model import ModelShape
+from sleuth.tools.capacity.terms import Term
+
+V019 = "vllm 0.19.0"
+CUBLAS_WORKSPACE = 32 * MIB
+"""PyTorch's cuBLAS workspace on Hopper (4096 KiB x 8), allocated through its caching
+allocator at the first matmul, inside the profile (measured: 33,554,432 B on an H200)."""
+NON_TORCH_BASE = int(0.25 * GIB)
+NON_TORCH_TP = int(1.85 * GIB)
+GRAPH_BASE = int(0.5 * GIB)
+GRAPH_PER_LAYER = 12 * MIB
+
+
+def profile_terms(s: EngineSetup, shape: ModelShape) -> list[Term]:
+    """The activation peak, non-torch and CUDA graph terms of vLLM's profile (GPU)."""
+    terms = [activation_peak(s, shape), non_torch(s)]
+    graph = cuda_graphs(s, shape)
+    if graph is not None:
+        terms.append(graph)
+    return terms
+
+
+def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
+    tokens = _profile_tokens(s)
+    forward, f_how = _forward(s, shape, tokens)
+    moe, moe_how = _moe_workspace(s, shape, tokens)
+    last_stage = s.rules != "v0"  # V0 samples 256 short rows: small beside the forward
+    sampler, s_how = _sampler(s, shape, tokens) if last_stage else (0, "")
+    peak = moe + max(forward, sampler) + CUBLAS_WORKSPACE
+    which = "sampler" if sampler > forward else "forward"
+    how = (
+        f"{moe_how + ' + ' if moe else ''}max(forward {forward / GIB:.2f} GiB = {f_how}"
+        + (f", sampler {sampler / GIB:.2f} GiB = {s_how}" if sampler else "")
+        + f") [{which}] + cuBLAS workspace 32 MiB"
+    )
+    source = (
+        f"{V019} vllm/v1/worker/gpu_model_runner.py:5782 profile_run "
+        "(_dummy_run(max_num_tokens) then _dummy_sampler_run); vllm/v1/sample/sampler.py:90, "
+        "ops/topk_topp_sampler.py:112,165; fused_moe/fused_moe.py:1988 workspace_shapes"
+        if s.rules != "v0"
+        else "vllm V0 worker.py determine_num_available_blocks: profile of "
+        "max(max_model_len, max_num_batched_tokens) tokens without chunked prefill"
+    )
+    return Term(
+        name="activation peak (profile run)",
+        bytes=peak,
+        how=how,
+        source=source,
+        estimated=True,
+        # V0's profiler kept the allocator's cached blocks and its chunked-prefill default
+        # moved between releases: its peak is known to within a factor, not a share.
+        spread=1.0 if s.rules == "v0" else 0.25,
+    )
+
+
+def _profile_tokens(s: EngineSetup) -> int:
+    if s.rules == "v0":
+        # V0 scheduled whole prompts up to max_model_len unless chunked prefill was on
+        # (on by default past 32K tokens, at the batched-token limit).
+        return s.max_model_len if s.max_model_len <= 32768 else s.max_num_batched_tokens
+    return s.max_num_batched_tokens
+
+
+def _forward(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
+    """The largest layer's live tensors: the residual, the layer input and its output, plus
+    the MLP's gate_up (2 x intermediate / tp) and activation (intermediate / tp) outputs, or
+    the attention's qkv and output projections, whichever is larger."""
+    hidden = shape.hidden_size
+    inter = 0 if shape.experts else shape.intermediate_size or 0
+    mlp = 3 * inter // s.tp
+    heads, kv = shape.attention_heads, shape.kv_heads
+    attn = ((2 * heads + 2 * kv) * shape.head_dim) // s.tp
+    width = 3 * hidden + max(mlp, attn)
+    return tokens * width * s.act_elem, f"{tokens} tokens × (3×{hidden} + {max(mlp, attn)})"
+
+
+def _moe_workspace(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
+    """TritonExperts.workspace_shapes: (M, topk, max(N/2, K)) and (M, topk, max(N, K)) with
+    N = 2 x moe_intermediate / tp and K = hidden, kept by the workspace manager."""
+    topk = shape.experts_per_token
+    inter = shape.moe_intermediate_size or shape.intermediate_size  # Mixtral names it so
+    if not (shape.experts and topk and inter):
+        return 0, ""
+    n, k = 2 * inter // s.tp, shape.hidden_size
+    elems = tokens * topk * (max(n // 2, k) + max(n, k))
+    return elems * s.act_elem, f"MoE workspace {elems * s.act_elem / GIB:.2f} GiB"
+
+
+def _sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
+    """Logits in the model dtype, their float32 copy (none when already float32), the
+    softmax probabilities and the exponential noise, each rows x vocab; the top-k/top-p
+    kernel's buffer of min(SMs, rows) vocab rows; the forward's hidden states still held."""
+    rows = min(s.max_num_seqs, tokens)
+    vocab = -(-shape.vocab_size // 64) * 64  # VocabParallelEmbedding pads to 64
+    per = s.act_elem + (0 if s.act_elem == 4 else 4) + 4 + 4
+    buffer = min(s.sms, rows) * vocab * 4
+    held = (tokens + 2 * rows) * shape.hidden_size * s.act_elem
+    total = rows * vocab * per + buffer + held
+    return total, f"{rows} rows × {vocab} vocab × {per} B + buffer + hidden states"
+
+
+def non_torch(s: EngineSetup) -> Term:
+    parallel = s.tp > 1
+    value = NON_TORCH_BASE + (NON_TORCH_TP if parallel else 0)
+    return Term(
+        name="non-torch memory (profile increase)",
+        bytes=value,
+        how="0.25 GiB (CUDA/cuBLAS/Triton runtime)"
+        + (" + 1.85 GiB NCCL and custom all-reduce buffers at tp > 1" if parallel else ""),
+        source=f"{V019} vllm/utils/mem_utils.py memory_profiling non_torch_increase; value "
+        "measured in vLLM 0.19.0 logs (0.24-0.27 GiB at tp 1, 2.06-2.21 GiB at tp 2-4)",
+        estimated=True,
+        spread=0.12 if parallel else 0.5,
+    )
+
+
+def cuda_graphs(s: EngineSetup, shape: ModelShape) -> Term | None:
+    """From 0.21 vLLM subtracts its CUDA graph estimate (profile_cudagraph_memory); before
+    that, and with --enforce-eager, graphs come out of the headroom above the utilization."""
+    if s.rules != "v1-0.32" or s.enforce_eager:
+        return None
+    layers = shape.layers // s.pp
+    value = GRAPH_BASE + GRAPH_PER_LAYER * layers
+    return Term(
+        name="CUDA graph memory (estimate)",
+        bytes=value,
+        how=f"0.5 GiB + 12 MiB × {layers} layers (captured batch sizes up to 512)",
+        source="vllm 0.21+ vllm/v1/worker/gpu_worker.py determine_available_memory "
+        "(cudagraph_memory_estimate_applied, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 "
+        "by default); value from 'Estimated CUDA graph memory' in vLLM 0.19.0 logs "
+        "(0.6-1.6 GiB)",
+        estimated=True,
+        spread=0.5,
+    )

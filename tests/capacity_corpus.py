@@ -1,0 +1,189 @@
+"""The comparison corpus (tests/fixtures/capacity_reports/cases.json) read as engine setups.
+
+Each case's `config.json` fields become a ModelShape through the same `model_shape` the tool
+uses; its GPU is a row of the built-in table (or the total the engine's own log printed); its
+weights per GPU come from the recorded checkpoint size, else from the shape and dtype; its
+settings resolve to the engine's defaults where the case leaves them unset. `score(case)`
+returns Sleuth's prediction and its error on each figure the engine printed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sleuth.tools.capacity import rules
+from sleuth.tools.capacity.accounting import KvAccount, account
+from sleuth.tools.capacity.engine_setup import (
+    GIB,
+    MIB,
+    EngineSetup,
+    default_batch,
+    vllm_rules,
+)
+from sleuth.tools.capacity.gpus import lookup
+from sleuth.tools.capacity.model import ModelShape, max_context, model_shape
+
+FIXTURES = Path(__file__).parent / "fixtures" / "capacity_reports"
+CASES = FIXTURES / "cases.json"
+HELD_OUT = FIXTURES / "held_out.json"
+POOL_SHARE = 0.2
+"""A case's KV pool is a sliver below this share of the GPU's memory: its error is judged in
+memory (as a share of the GPU), not in tokens."""
+
+
+def load(path: Path = CASES) -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = json.loads(path.read_text())
+    return cases
+
+
+def predictable(case: dict[str, Any]) -> bool:
+    return case["model"].get("num_hidden_layers") is not None or "text_config" in case["model"]
+
+
+@dataclass(frozen=True)
+class Scored:
+    case: dict[str, Any]
+    account: KvAccount
+    gpu_bytes: int
+    reported_tokens: int | None
+    token_error: float | None
+    """(predicted - reported) / reported KV tokens."""
+    concurrency_error: float | None
+    memory_error_share: float | None
+    """|predicted - reported| KV memory as a share of the GPU's memory."""
+    pool_share: float
+    """The reported KV pool as a share of the GPU's memory."""
+
+
+def score(case: dict[str, Any]) -> Scored:
+    setup, shape, weights = setup_for(case)
+    got = account(setup, shape, weights)
+    rep = case["reported"]
+    tokens = rep.get("kv_cache_tokens")
+    if tokens is None and rep.get("gpu_blocks") is not None:
+        tokens = rep["gpu_blocks"] * setup.block_size
+    predicted = got.kv_tokens if setup.rules != "v0" else got.blocks * setup.block_size
+    token_error = (predicted - tokens) / tokens if tokens else None
+    conc = rep.get("max_concurrency")
+    conc_error = (got.max_concurrency - conc) / conc if conc else None
+    reported_bytes = tokens * got.token_bytes if tokens else 0
+    gpu = setup.memory_bytes
+    memory_error = abs(predicted - tokens) * got.token_bytes / gpu if tokens else None
+    return Scored(
+        case, got, gpu, tokens, token_error, conc_error, memory_error, reported_bytes / gpu
+    )
+
+
+def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
+    model, s, gpu = case["model"], case["setup"], case["gpu"]
+    shape = model_shape(_config(model))
+    spec = lookup(gpu["key"])
+    assert spec is not None, gpu["key"]
+    memory = int(gpu["memory_gib"] * GIB) if gpu.get("memory_gib") else spec.engine_memory_mib * MIB
+    engine = case["engine"]
+    rules_name = _rules(case)
+    act = 4 if s.get("dtype") in ("float32", "fp32") else 2
+    kv = 1 if str(s.get("kv_cache_dtype") or "auto").startswith("fp8") else act
+    length = s.get("max_model_len") or s.get("context_length") or _model_max(shape)
+    batched, seqs = default_batch(engine, "gpu", memory, spec.smi_name)
+    if rules_name == "v0":
+        batched = max(length, 2048) if length <= 32768 else 2048
+    fraction = s.get("gpu_memory_utilization") or s.get("mem_fraction_static")
+    if fraction is None:
+        fraction = (
+            0.9
+            if engine == "vllm"
+            else rules.sglang_mem_fraction(spec.memory_mib, s["tp"], s["pp"], shape.mla).value
+        )
+    setup = EngineSetup(
+        engine=engine,
+        rules=rules_name,
+        tp=s["tp"],
+        pp=s.get("pp") or 1,
+        memory_bytes=memory,
+        smi_memory_mib=spec.memory_mib,
+        sms=spec.sms,
+        fraction=fraction,
+        max_model_len=length,
+        max_num_seqs=s.get("max_num_seqs") or s.get("max_running_requests") or seqs,
+        max_num_batched_tokens=s.get("max_num_batched_tokens") or batched,
+        block_size=s.get("block_size") or (1 if engine == "sglang" else 16),
+        kv_elem=kv,
+        act_elem=act,
+        enforce_eager=bool(s.get("enforce_eager")),
+    )
+    return setup, shape, weights_per_gpu(model, shape, setup)
+
+
+def _config(model: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in model.items() if k not in ("layer_types",) or isinstance(v, list)}
+
+
+def _rules(case: dict[str, Any]) -> str:
+    if case["engine"] == "sglang":
+        return "sglang-0.5"
+    if case.get("vllm_generation") == "v0":
+        return "v0"
+    return vllm_rules(case.get("version") or "0.10")  # V1 threads predate 0.21
+
+
+def _model_max(shape: ModelShape) -> int:
+    found, _ = max_context(shape)
+    return found or 4096
+
+
+def weights_per_gpu(model: dict[str, Any], shape: ModelShape, s: EngineSetup) -> int:
+    """The checkpoint's bytes (recorded, else from the shape) sharded by tp, embeddings and
+    head counted whole on a pipeline stage; float32 loading doubles 16-bit weights."""
+    embed = shape.vocab_size * shape.hidden_size * 2
+    tied = bool(model.get("tie_word_embeddings") or model.get("text_config", {}).get("tie"))
+    ends = embed if tied else 2 * embed
+    total = (
+        int(model["weights_total_gib"] * GIB)
+        if model.get("weights_total_gib")
+        else _shape_bytes(model, shape, ends)
+    )
+    if s.act_elem == 4 and not model.get("quantization_config"):
+        total, ends = total * 2, ends * 2
+    if s.pp == 1:
+        return total // s.tp
+    return (total - ends) // (s.tp * s.pp) + embed * s.act_elem // 2 // s.tp
+
+
+def _shape_bytes(model: dict[str, Any], shape: ModelShape, ends: int) -> int:
+    """Parameters from the shape (attention, MLP or experts, norms) at the checkpoint's
+    bytes per weight: 2, fp8 1 (+ 16-bit attention where the config keeps it), int4 0.5."""
+    h, layers = shape.hidden_size, shape.layers
+    q = shape.attention_heads * shape.head_dim
+    kv = 2 * shape.kv_heads * shape.head_dim
+    attn = h * q * 2 + h * kv
+    if shape.experts:
+        inter = shape.moe_intermediate_size or shape.intermediate_size or 0
+        mlp = shape.experts * 3 * h * inter + shape.experts * h
+    else:
+        mlp = 3 * h * (shape.intermediate_size or 0)
+    method = str((model.get("quantization_config") or {}).get("quant_method", ""))
+    scheme = str((model.get("quantization_config") or {}).get("scheme", ""))
+    if "W4A16" in scheme:
+        per_weight = 0.5 + 2 / 128  # int4 + a 16-bit scale per group of 128
+    elif "fp8" in method:
+        per_weight = 1.0
+    else:
+        per_weight = 2.0
+    attn_bytes = attn * (2.0 if "fbgemm" in method else per_weight)
+    return int(layers * (attn_bytes + mlp * per_weight + 4 * h) + ends)
+
+
+def summary(values: list[float]) -> tuple[float, float]:
+    """(median, 90th percentile) of absolute values, nearest-rank."""
+    ordered = sorted(abs(v) for v in values)
+    if not ordered:
+        return math.nan, math.nan
+    rank = max(0, math.ceil(0.9 * len(ordered)) - 1)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return median, ordered[rank]
