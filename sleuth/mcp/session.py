@@ -189,7 +189,7 @@ class McpSession:
         )
         if outcome.finding is not None:
             self._keep(call_id, outcome.finding)
-        data = outcome.finding.model_dump(mode="json") if outcome.finding else None
+        data = redact_data(outcome.finding.model_dump(mode="json")) if outcome.finding else None
         return CallOutcome(call_id, outcome.feedback, outcome.is_error, data)
 
     def _keep(self, call_id: str, finding: Finding) -> None:
