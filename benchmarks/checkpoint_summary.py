@@ -20,12 +20,12 @@ from typing import Any
 
 from safetensors import safe_open
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 from tests.sshd import SSHServer, free_port
 

@@ -26,12 +26,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sleuth.agent.calls import execute  # noqa: E402
 from sleuth.config import HostConfig, Limits  # noqa: E402
 from sleuth.hosts.host import LocalHost  # noqa: E402
 from sleuth.hosts.policy import SandboxedHost  # noqa: E402
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest  # noqa: E402
 from sleuth.tools.context import ToolContext  # noqa: E402
-from sleuth.tools.registry import execute  # noqa: E402
 from tests.engine.conftest import free_port  # noqa: E402
 from tests.engine.engine_env import TORCH_VERSION, VLLM_VERSION, EngineEnv  # noqa: E402
 

@@ -5,7 +5,7 @@
 Starts its own throwaway sshd (tests/sshd.py) and `sleuth mcp` over stdio (a subprocess,
 driven by the official MCP client SDK), and times `read_lines` on the SSH host two ways,
 interleaved call by call so both see the same machine: through `sleuth mcp` (JSON-RPC over
-stdio, validation, policy, the transcript's fsync'd events) and through `registry.execute`
+stdio, validation, policy, the transcript's fsync'd events) and through `agent.calls.execute`
 on an SSHHost in this process (the same tool, no MCP). Then 8 concurrent MCP calls against
 8 sequential ones.
 """
@@ -24,11 +24,11 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from tests.mcp_support import CLIENT, McpProject, mcp_server_pid
 from tests.sshd import SSHServer, missing_reason
 
@@ -161,7 +161,7 @@ Reproduce: `python -m benchmarks.mcp_calls --calls {calls} --runs {len(got["runs
 its own sshd on 127.0.0.1 and `sleuth mcp` over stdio).
 
 {calls} sequential `read_lines` calls per run (20 lines of a 100-line file) on the SSH host, after
-{WARMUP} warm-up calls, each MCP call followed by the same call through `registry.execute` on
+{WARMUP} warm-up calls, each MCP call followed by the same call through `agent.calls.execute` on
 an SSHHost in the benchmark's own process, so both see the same moment of the machine. The
 MCP path includes the client SDK, JSON-RPC over stdio, the server's worker thread and the
 session transcript (one fsync'd `tool_executed` event per call, written by the session's
@@ -173,10 +173,10 @@ tables pool their calls. Per run, median added cost and load average (2 cores) a
 | how | median ms/call | p90 ms/call |
 | --- | ---: | ---: |
 | `sleuth mcp` over stdio (official client SDK) | {ms(got["mcp"])} | {p90(got["mcp"])} |
-| `registry.execute` on SSHHost, no MCP | {ms(got["direct"])} | {p90(got["direct"])} |
+| `agent.calls.execute` on SSHHost, no MCP | {ms(got["direct"])} | {p90(got["direct"])} |
 | added by the MCP layer (per-call difference) | {ms(got["added"])} | {p90(got["added"])} |
 | the layer alone: a call refused before host work, over MCP | {layer_mcp} |
-| the same refusal through `registry.execute` | {layer_direct} |
+| the same refusal through `agent.calls.execute` | {layer_direct} |
 
 CPU time per refused call (median run): {got["server_cpu_ms"]:.2f} ms in the `sleuth mcp`
 process (SDK and Sleuth), {got["client_cpu_ms"]:.2f} ms in the client SDK.

@@ -17,11 +17,11 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.ssh_calls import WARMUP, connect, median_ms, table, timings
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from tests.sshd import SSHServer, missing_reason
 
 MIB = 1 << 20

@@ -14,8 +14,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
+from sleuth.agent.calls import Call
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import BrainReply, Request
@@ -23,9 +23,9 @@ from sleuth.agent.replay.run import replay
 from sleuth.agent.session import tool_specs
 from sleuth.config import Budget
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import ApprovalHook
-from sleuth.tools.results import ToolResult
+from sleuth.tools.registry import Tool, ToolInput
 from sleuth.transcripts.events import ContentBlock, ModelResponse, SessionStarted, Usage
+from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.store import TranscriptWriter, load
 
 TOOL_TURNS = 65
@@ -69,13 +69,12 @@ class Scripted:
         return BrainReply(response=ModelResponse(content=blocks), usage=usage)
 
 
-def canned(
-    ctx: ToolContext, name: str, raw: dict[str, Any], *, on_approval: ApprovalHook | None = None
-) -> ToolResult:
+def canned(ctx: ToolContext, spec: Tool, args: ToolInput, call: Call) -> ToolResult:
+    """The executor: every call answered with the same output, nothing run."""
     return ToolResult(
         ok=True,
         output=OUTPUT,
-        argv=[["sed", "-n", "1,40p", "--", raw["path"]]],
+        argv=[["sed", "-n", "1,40p", "--", call.input["path"]]],
         exit_code=0,
         duration_s=0.01,
     )

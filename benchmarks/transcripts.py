@@ -23,6 +23,7 @@ from sleuth.transcripts.events import (
     ToolExecuted,
 )
 from sleuth.transcripts.redact import redact
+from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.store import TranscriptWriter, load
 from sleuth.transcripts.verify import verify
 
@@ -50,7 +51,10 @@ def _events() -> list[object]:
         else:
             events.append(
                 ToolExecuted(
-                    call_id=f"c{i - 1}", tool="read_lines", input={}, ok=True, output=OUTPUT
+                    call_id=f"c{i - 1}",
+                    tool="read_lines",
+                    input={},
+                    result=ToolResult(ok=True, output=OUTPUT),
                 )
             )
     return events

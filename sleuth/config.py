@@ -10,6 +10,7 @@ allow = ["launch_server", "stop_server", "run_benchmark"]
 tools = ["stop_server"]
 engines = ["sglang"]
 commands = [["python3", "-m", "sglang.launch_server"]]
+env = ["CUDA_VISIBLE_DEVICES", "HF_HOME", "SGLANG_*"]   # what a launch's `env` may set
 
 [limits]
 timeout_s = 30
@@ -46,6 +47,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 CONFIG_NAME = "sleuth.toml"
+_ENV_RULE = re.compile(r"[A-Z_][A-Z0-9_]*\*?|\*")
+"""An approve.env entry: a name, or a name prefix ending in `*`."""
 USER_CONFIG = Path("~/.config/sleuth/hosts.toml")
 LOCAL = "local"
 
@@ -75,6 +78,10 @@ class ApprovalRules(_Strict):
     commands: list[list[str]] = Field(default_factory=list)
     """Argument-vector prefixes: a custom launch_server command whose argv starts with one
     of these is approved without asking, e.g. [["python3", "-m", "sglang.launch_server"]]."""
+    env: list[str] = Field(default_factory=list)
+    """Environment variable names a model may set for a launch, e.g. ["CUDA_VISIBLE_DEVICES",
+    "HF_HOME", "SGLANG_*"]. A glob covers ordinary names only: a loader, interpreter or shell
+    start-up variable (LD_PRELOAD, PYTHONPATH, BASH_ENV, ...) must be named exactly."""
 
 
 class HostConfig(_Strict):
@@ -248,9 +255,15 @@ def approval_problem(host: HostConfig) -> tuple[str, str] | None:
         )
     if any(not prefix or not all(prefix) for prefix in rules.commands):
         return "commands", "approve.commands holds an empty argv or argument; give argv prefixes"
+    if bad := [name for name in rules.env if not _ENV_RULE.fullmatch(name)]:
+        return "env", (
+            f"approve.env holds {bad[0]!r}: give variable names (A-Z, 0-9, _), a glob "
+            'such as "SGLANG_*" for ordinary names'
+        )
     needs = [("tools", tool) for tool in rules.tools]
     needs += [("engines", "launch_server")] if rules.engines else []
     needs += [("commands", "launch_server")] if rules.commands else []
+    needs += [("env", "launch_server")] if rules.env else []
     for key, tool in needs:
         if tool not in host.allow:
             return key, (

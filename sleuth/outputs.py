@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 from sleuth.agent.replay.compare import ReplayResult
 from sleuth.tools.bench.compare import CompareReport
 from sleuth.tools.bench.models import BenchRun
-from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import Finding, SessionStatus, Totals
+from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.verify import OUTPUT_SCHEMA_VERSION, VerifyReport
 
 

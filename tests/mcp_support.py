@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ElicitationFnT
+from mcp.client.streamable_http import streamable_http_client
 
 from sleuth.transcripts.events import Event
 from sleuth.transcripts.store import load
@@ -33,12 +36,19 @@ from tests.sshd import SSHServer, free_port
 NOTES = "line one\nline two\nmagic word 42\n"
 SECRET = "the-outside-secret-7f3a"
 CLIENT = types.Implementation(name="sleuth-tests", version="1.2.3")
+TOKEN = "test-token-" + "t" * 24
 
 
 @dataclass(frozen=True)
 class Served:
     url: str
     pid: int
+    token: str = TOKEN
+
+    def client(self, **options: Any) -> Client:
+        """The official client, sending this server's bearer token."""
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"})
+        return Client(streamable_http_client(self.url, http_client=http), **options)
 
 
 @dataclass
@@ -89,19 +99,31 @@ class McpProject:
         )
 
     @contextlib.contextmanager
-    def http_server(self, *extra: str, env: dict[str, str] | None = None) -> Iterator[Served]:
-        """`sleuth mcp --http 127.0.0.1:PORT` running; SIGTERM at the end."""
+    def http_server(
+        self,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        bind: str = "127.0.0.1",
+        token: str | None = TOKEN,
+    ) -> Iterator[Served]:
+        """`sleuth mcp --http BIND:PORT` running with `token` (None: no SLEUTH_MCP_TOKEN, so
+        the server makes one up and says it on stderr); SIGTERM at the end."""
         port = free_port()
+        environ = {k: v for k, v in self.env().items() if k != "SLEUTH_MCP_TOKEN"}
+        environ |= {"SLEUTH_MCP_TOKEN": token} if token else {}
+        environ |= env or {}
         proc = subprocess.Popen(
-            self.argv("--http", f"127.0.0.1:{port}", *extra),
+            self.argv("--http", f"{bind}:{port}", *extra),
             cwd=self.root,
-            env={**self.env(), **(env or {})},
+            env=environ,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         try:
-            wait_for_port(port, proc)
-            yield Served(f"http://127.0.0.1:{port}/mcp", proc.pid)
+            wait_for_port(port, proc, bind.strip("[]"))
+            given = environ.get("SLEUTH_MCP_TOKEN") or told_token(proc)
+            host = bind if ":" not in bind or bind.startswith("[") else f"[{bind}]"
+            yield Served(f"http://{host}:{port}/mcp", proc.pid, given)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -125,8 +147,8 @@ class McpProject:
                 yield client
             return
         with self.http_server() as served:
-            async with Client(
-                served.url, mode=mode, client_info=CLIENT, elicitation_callback=elicit
+            async with served.client(
+                mode=mode, client_info=CLIENT, elicitation_callback=elicit
             ) as client:
                 yield client
 
@@ -140,17 +162,30 @@ class McpProject:
         return load(paths[0]).events
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+def wait_for_port(
+    port: int, proc: subprocess.Popen[bytes], host: str = "127.0.0.1", timeout: float = 30
+) -> None:
     deadline = time.monotonic() + timeout
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             err = proc.stderr.read().decode() if proc.stderr else ""
             raise RuntimeError(f"sleuth mcp --http exited {proc.returncode}: {err}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
+        with socket.socket(family) as sock:
+            if sock.connect_ex((host, port)) == 0:
                 return
         time.sleep(0.05)
     raise TimeoutError(f"sleuth mcp --http did not listen on {port} in {timeout} s")
+
+
+def told_token(proc: subprocess.Popen[bytes]) -> str:
+    """The token `sleuth mcp --http` made up and printed, read from its stderr."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        found = re.search(r"this run's token is (\S+)", line.decode())
+        if found:
+            return found.group(1)
+    raise AssertionError("sleuth mcp --http printed no token")
 
 
 def text_of(result: types.CallToolResult) -> str:

@@ -19,9 +19,9 @@ from sleuth.config import Budget, HostConfig, Settings
 from sleuth.tools import registry
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import Event, ModelTurn, ToolExecuted
 from sleuth.transcripts.redact import clear_registered_secrets
+from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.store import load
 from tests.scripted_api import RESET, ScriptedAPI, finding, message, status, text, tool_use
 
@@ -192,7 +192,7 @@ def test_a_tool_error_goes_back_as_is_error_and_the_run_goes_on(
     assert "outside the roots" in results[0]["content"]
     assert "bogus" in results[1]["content"]
     executed = [e for e in events if isinstance(e, ToolExecuted)]
-    assert [e.ok for e in executed] == [False, False]
+    assert [e.result.ok for e in executed] == [False, False]
 
 
 def test_tool_calls_of_one_turn_run_concurrently(
@@ -288,7 +288,7 @@ def test_the_last_turn_runs_only_report_finding(ctx: ToolContext, tmp_path: Path
         result, events = run(api, ctx, tmp_path, budget=Budget(max_tool_calls=1))
     assert result.status == "unsupported" and "max_tool_calls (1)" in result.answer
     refused = [e for e in events if isinstance(e, ToolExecuted) and e.call_id == "toolu_2"]
-    assert not refused[0].ok and "not run" in refused[0].output
+    assert not refused[0].result.ok and "not run" in refused[0].result.output
 
 
 def test_messages_from_events_rebuilds_the_conversation_sent(

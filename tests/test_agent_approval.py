@@ -13,8 +13,8 @@ from sleuth.tools import registry
 from sleuth.tools.approval import ApprovalRequest
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
+from sleuth.transcripts.results import ToolResult
 from tests.scripted_api import ScriptedAPI, message, text, tool_use
 from tests.test_agent_anthropic import run
 
@@ -55,7 +55,7 @@ def test_approvals_are_recorded_with_their_call_id(
     assert approval.approved is yes
     assert approval.by == ("--yes" if yes else "non-interactive")
     executed = next(e for e in events if isinstance(e, ToolExecuted))
-    assert executed.ok is yes
+    assert executed.result.ok is yes
     assert touch == (["a"] if yes else [])
     if not yes:
         assert "--yes" in api.bodies()[1]["messages"][-1]["content"][0]["content"]

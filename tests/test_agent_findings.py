@@ -68,7 +68,7 @@ def test_a_finding_never_mended_is_kept_ungrounded_at_the_end(
         result, events = run(api, ctx, tmp_path)
     assert [f.grounded for f in result.findings] == [False]
     recorded = [e for e in events if isinstance(e, ToolExecuted) and e.tool == "report_finding"]
-    assert recorded[0].ok is False
+    assert recorded[0].result.ok is False
 
 
 def test_quotes_match_across_whitespace_and_read_lines_numbers() -> None:

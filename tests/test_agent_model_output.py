@@ -78,15 +78,18 @@ def test_bad_calls_each_get_a_precise_error_and_the_run_goes_on(
     ]
     result, events, api = run(script, ctx, tmp_path)
     seen = outputs(events)
-    assert not seen["c1"].ok
-    assert "invalid input for read_json" in seen["c1"].output
-    assert "json_data" in seen["c1"].output and "path: Field required" in seen["c1"].output
-    assert "not a JSON object: '{path: config.json'" in seen["c2"].output
-    assert "unknown tool 'open_file'; available:" in seen["c3"].output
-    assert "not a JSON object: '[1, 2]'" in seen["c4"].output
-    assert seen["c5"].ok and '"num_nextn_predict_layers": 1' in seen["c5"].output
+    assert not seen["c1"].result.ok
+    assert "invalid input for read_json" in seen["c1"].result.output
+    assert (
+        "json_data" in seen["c1"].result.output
+        and "path: Field required" in seen["c1"].result.output
+    )
+    assert "not a JSON object: '{path: config.json'" in seen["c2"].result.output
+    assert "unknown tool 'open_file'; available:" in seen["c3"].result.output
+    assert "not a JSON object: '[1, 2]'" in seen["c4"].result.output
+    assert seen["c5"].result.ok and '"num_nextn_predict_layers": 1' in seen["c5"].result.output
     # The transcript carries each failure's kind, so an audit counts bad calls by kind.
-    kinds = [seen[c].error_kind for c in ("c1", "c2", "c3", "c4", "c5")]
+    kinds = [seen[c].result.error_kind for c in ("c1", "c2", "c3", "c4", "c5")]
     assert kinds == ["invalid_input"] * 4 + [None]
     # The model gets its own arguments back as it sent them, beside the error.
     sent = api.bodies()[1]["messages"][2]["tool_calls"]
@@ -133,7 +136,7 @@ def test_a_pseudo_call_then_a_real_one_goes_on_and_resume_rebuilds_the_notice(
         completion("It declares one MTP layer."),
     ]
     result, events, api = run(script, ctx, tmp_path)
-    assert outputs(events)["c1"].ok
+    assert outputs(events)["c1"].result.ok
     assert [m["role"] for m in api.bodies()[2]["messages"]] == [
         *("system", "user", "assistant", "user", "assistant", "tool")
     ]
@@ -152,7 +155,7 @@ def test_a_model_repeating_one_call_ends_at_the_budget(ctx: ToolContext, tmp_pat
     result, events, api = run(same, ctx, tmp_path, Budget(max_tool_calls=4))
     assert result.status == "unsupported"  # ended by the budget, with nothing grounded
     assert "max_tool_calls (4)" in result.answer
-    ran = [e for e in outputs(events).values() if e.ok]
+    ran = [e for e in outputs(events).values() if e.result.ok]
     assert len(ran) == 4 and len(api.requests) == 5
 
 

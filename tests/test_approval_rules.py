@@ -10,12 +10,22 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
+from sleuth.cli.common import describe_request
 from sleuth.config import ApprovalRules, ConfigError, HostConfig, Limits, load_settings
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
-from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Fallback, approver_for
+from sleuth.hosts.ssh import SSHHost
+from sleuth.mcp.approval import message
+from sleuth.tools.approval import (
+    HIDDEN_ENV_VALUE,
+    ApprovalDecision,
+    ApprovalRequest,
+    Fallback,
+    approver_for,
+)
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
+from sleuth.tools.startup_env import env_cover, start_up
 
 ALLOW = ["launch_server", "stop_server", "run_benchmark"]
 SGLANG = ["python3", "-m", "sglang.launch_server"]
@@ -170,3 +180,105 @@ def test_rules_that_cannot_mean_what_they_say_are_refused_at_their_line(
     with pytest.raises(ConfigError) as err:
         load_settings(path, cwd=tmp_path)
     assert f"{path}:6" in str(err.value) and message in str(err.value)
+
+
+SGLANG_ENV = {
+    "tool": "launch_server",
+    "input": {
+        "engine": "sglang",
+        "model_path": "models",
+        "env": {"SGLANG_LOG": "value-7741", "HF_HOME": "value-7742"},
+    },
+}
+
+
+def test_yes_never_approves_environment_names_no_rule_lists(tmp_path: Path) -> None:
+    decision, request = decide(tmp_path, "yes", ApprovalRules(engines=["sglang"]), SGLANG_ENV)
+    assert decision is not None and request is not None
+    assert not decision.approved and decision.rule == "hosts.gpu1.approve.env"
+    assert 'env = ["HF_HOME", "SGLANG_LOG"]' in decision.reason
+    assert request.env == ["HF_HOME", "SGLANG_LOG"]
+    assert request.input["env"] == {"SGLANG_LOG": HIDDEN_ENV_VALUE, "HF_HOME": HIDDEN_ENV_VALUE}
+
+
+def test_an_env_rule_with_globs_approves_ordinary_names_and_is_named(tmp_path: Path) -> None:
+    rules = ApprovalRules(engines=["sglang"], env=["SGLANG_*", "HF_HOME"])
+    decision, _ = decide(tmp_path, "refuse", rules, SGLANG_ENV)
+    assert decision is not None and decision.approved
+    assert decision.rule == (
+        "hosts.gpu1.approve.engines: sglang; hosts.gpu1.approve.env: HF_HOME, SGLANG_*"
+    )
+    decision, _ = decide(tmp_path, "person", ApprovalRules(), SGLANG_ENV)
+    assert decision is not None and decision.approved  # a person's own call
+
+
+@pytest.mark.parametrize("fallback", ["yes", "ask", "person"])
+def test_start_up_variables_are_approved_only_by_a_rule_that_names_them(
+    tmp_path: Path, fallback: Fallback
+) -> None:
+    call = {"tool": "launch_server", "input": {**PRESET["input"], "env": {"LD_PRELOAD": "/x.so"}}}
+    rules = ApprovalRules(engines=["sglang"], env=["*", "LD_*"])
+    decision, _ = decide(tmp_path, fallback, rules, call)
+    # Refused before any approver was asked, whoever would have been.
+    assert decision is None
+    named = ApprovalRules(engines=["sglang"], env=["LD_PRELOAD"])
+    decision, _ = decide(tmp_path, fallback, named, call)
+    assert decision is not None and decision.approved
+    assert decision.rule.endswith("hosts.gpu1.approve.env: LD_PRELOAD")
+
+
+def test_start_up_names_match_families_and_globs() -> None:
+    for name in ("LD_PRELOAD", "PYTHONWARNINGS", "BASH_ENV", "GIT_SSH_COMMAND", "NCCL_NET_PLUGIN"):
+        assert start_up(name), name
+    for name in (
+        "CUDA_VISIBLE_DEVICES",
+        "HF_HOME",
+        "SGLANG_LOG_LEVEL",
+        "ENVIRONMENT",
+        "NCCL_DEBUG",
+    ):
+        assert not start_up(name), name
+    cover = env_cover(["PYTHONPATH", "HF_HOME", "XYZ"], ["PYTHON*", "HF_*"])
+    assert (cover.listed, cover.unlisted, cover.start_up) == (["HF_*"], ["XYZ"], ["PYTHONPATH"])
+
+
+def test_consent_is_decided_before_the_host_is_reached(tmp_path: Path) -> None:
+    """An SSH host nobody can reach: the approval shows the planned command line, made from
+    the inputs and sleuth.toml alone; nothing (no path, no vLLM probe) touched the host."""
+    config = HostConfig(ssh="nowhere", roots=["/models"], allow=ALLOW)
+    asked: list[ApprovalRequest] = []
+
+    def refuse(request: ApprovalRequest) -> ApprovalDecision:
+        asked.append(request)
+        return ApprovalDecision(approved=False, by="test", reason="no")
+
+    host = SSHHost("gpu1", "nobody@127.0.0.1:1", known_hosts=tmp_path / "known_hosts")
+    sandbox = SandboxedHost("gpu1", host, config, Limits())
+    ctx = ToolContext(hosts={"gpu1": sandbox}, approver=refuse)
+    call = {"host": "gpu1", "engine": "vllm", "model_path": "ds", "python": "/opt/v/bin/python"}
+    result = execute(ctx, "launch_server", call)
+    assert result.error_kind == "not_approved", result.error
+    [request] = asked
+    assert request.argv is not None
+    assert request.argv[:3] == ["/opt/v/bin/vllm", "serve", "/models/ds"]
+
+
+@pytest.mark.parametrize("bad", ['"ld_preload"', '"LD PRELOAD"', '"A*B"'])
+def test_env_rules_must_be_names_or_prefixes(tmp_path: Path, bad: str) -> None:
+    path = write(
+        tmp_path,
+        '[hosts.gpu1]\nssh = "gpu1"\nallow = ["launch_server"]\n\n'
+        f"[hosts.gpu1.approve]\nenv = [{bad}]\n",
+    )
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, cwd=tmp_path)
+    assert "approve.env" in str(err.value)
+
+
+def test_the_prompt_and_the_mcp_question_show_env_names_not_values(tmp_path: Path) -> None:
+    _, request = decide(tmp_path, "ask", ApprovalRules(engines=["sglang"]), SGLANG_ENV)
+    assert request is not None
+    for shown in (describe_request(request).plain, message(request)):
+        assert "HF_HOME" in shown and "SGLANG_LOG" in shown
+        assert "value-774" not in shown
+        assert "sglang.launch_server" in shown  # the command line it would run

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from bench_support import synthetic_server
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 
 PROFILES = {"fast": {"ttft_ms": 30, "itl_ms": 5, "tokens_per_chunk": 2}}
 

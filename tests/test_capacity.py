@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.capacity.plan import CapacityPlan
 from sleuth.tools.context import ToolContext
 from sleuth.tools.environment.gpu_info import GpuInventory
-from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 
 MIB = 1 << 20

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.agent.playbook.capacity import capacity_input
 from sleuth.agent.playbook.plan import Question
 from sleuth.agent.playbook.registry import route
@@ -20,7 +21,6 @@ from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.capacity.launch_check import check_launch, launch_input, parse_kv_line
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 
 

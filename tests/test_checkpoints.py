@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from safetensors import safe_open
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program.checkpoint_probe import _is_aux, group_names
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 
 

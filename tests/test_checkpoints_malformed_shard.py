@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 from tests.test_checkpoints import big_checkpoint, metadata_bytes
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from sleuth.tools.serving.diagnose import diagnose, split_lines
+from sleuth.tools.serving.diagnose import diagnose
+from sleuth.tools.serving.diagnose_lines import split_lines
 
 CORPUS: list[tuple[str, str, str, str]] = [
     (
@@ -73,9 +74,9 @@ Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 448.
 """,
     ),
     (
-        # vLLM: FP8 on an SM 8.6 GPU.
+        # vLLM: FP8 on an SM 8.6 GPU: the method needs a newer GPU.
         "https://github.com/vllm-project/vllm/issues/4327",
-        "unsupported_quantization",
+        "gpu_capability",
         "ValueError: The quantization method fp8 is not supported for the current GPU. "
         "Minimum capability: 90. Current capability: 86.",
         """\
@@ -87,7 +88,7 @@ ValueError: The quantization method fp8 is not supported for the current GPU. Mi
     (
         # A vLLM fork: the message arrives as a tuple of strings.
         "https://github.com/1CatAI/1Cat-vLLM/issues/255",
-        "unsupported_quantization",
+        "gpu_capability",
         "RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min "
         "capability: 75. ', 'Current capability: 70.')",
         """\
@@ -167,7 +168,7 @@ def test_a_carriage_return_that_ends_a_line_is_not_a_progress_bar() -> None:
     assert split_lines("Loading 10%\rLoading 50%\rLoading 100%\n")[0] == "Loading 100%"
 
 
-def test_an_unknown_failure_is_other_with_the_last_real_exception_as_headline() -> None:
+def test_an_unknown_failure_is_unknown_with_the_last_real_exception_as_headline() -> None:
     log = (
         "Traceback (most recent call last):\n"
         '  File "a.py", line 3, in <module>\n'
@@ -176,5 +177,5 @@ def test_an_unknown_failure_is_other_with_the_last_real_exception_as_headline() 
         "Failed core proc(s): {}\n"
     )
     got = diagnose(split_lines(log))
-    assert got.kind == "other"
+    assert (got.kind, got.confidence) == ("unknown", "low")
     assert got.headline == "KeyError: 'rope_theta'"

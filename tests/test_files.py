@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import PolicyError, SandboxedHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 
 ODD_NAMES = [
     "name with spaces.txt",

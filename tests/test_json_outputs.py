@@ -68,7 +68,7 @@ def test_tool_json_matches_its_schema_and_its_call_is_recorded(demo: Path, tmp_p
     assert transcript.parent == folder and verify(transcript).ok
     recorded = [json.loads(line) for line in transcript.read_text().splitlines()]
     assert [e["type"] for e in recorded] == ["session_started", "tool_executed", "session_ended"]
-    assert recorded[1]["output"] == result["output"]
+    assert recorded[1]["result"]["output"] == result["output"]
 
 
 def test_an_unknown_schema_name_is_a_usage_error() -> None:

@@ -126,7 +126,7 @@ def test_a_session_lists_reads_refuses_grounds_and_is_recorded(
         "report_finding",
         "report_finding",
     ]
-    assert calls[0].call_id == call_id_of(inside) and "magic word 42" in calls[0].output
+    assert calls[0].call_id == call_id_of(inside) and "magic word 42" in calls[0].result.output
     assert SECRET not in path.read_text()
     findings = [e.finding for e in events if isinstance(e, FindingEvent)]
     assert [f.grounded for f in findings] == [True, False]

@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from sleuth.transcripts.verify import verify
-from tests.mcp_support import CLIENT, McpProject, tcp_connections, text_of
+from tests.mcp_support import CLIENT, McpProject, Served, tcp_connections, text_of
 from tests.sshd import SSHServer
 
 
@@ -27,15 +27,15 @@ def test_a_client_that_ends_its_http_session_ends_its_transcript(
     project = McpProject.create(tmp_path, sshd)
     reports = []
 
-    async def two_sessions(url: str) -> None:
+    async def two_sessions(served: Served) -> None:
         for _ in range(2):
-            async with Client(url, mode="legacy", client_info=CLIENT) as client:
+            async with served.client(mode="legacy", client_info=CLIENT) as client:
                 await client.call_tool("read_lines", {"host": "remote", "path": "notes.txt"})
             # The client sent DELETE on the way out; the server is still running.
             reports.append([verify(p) for p in project.transcript_paths()])
 
     with project.http_server() as served:
-        anyio.run(two_sessions, served.url)
+        anyio.run(two_sessions, served)
 
     first, second = reports
     assert len(first) == 1 and first[0].ok and first[0].ended
@@ -51,8 +51,8 @@ def test_concurrent_calls_on_one_ssh_host_share_its_one_connection(
     results: dict[int, types.CallToolResult] = {}
     connections: list[int] = []
 
-    async def calls(url: str, pid: int) -> None:
-        async with Client(url, client_info=CLIENT) as client:
+    async def calls(served: Served) -> None:
+        async with served.client(client_info=CLIENT) as client:
 
             async def one(i: int) -> None:
                 args = {"host": "remote", "path": f"part{i}.txt"}
@@ -61,10 +61,10 @@ def test_concurrent_calls_on_one_ssh_host_share_its_one_connection(
             async with anyio.create_task_group() as group:
                 for i in range(8):
                     group.start_soon(one, i)
-            connections.append(tcp_connections(pid, sshd.port))
+            connections.append(tcp_connections(served.pid, sshd.port))
 
     with project.http_server() as served:
-        anyio.run(calls, served.url, served.pid)
+        anyio.run(calls, served)
 
     assert all(f"part {i}" in text_of(results[i]) for i in range(8))
     assert connections == [1]

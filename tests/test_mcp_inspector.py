@@ -75,7 +75,8 @@ def test_the_inspector_lists_and_calls_sleuth_tools(
         results = run_all(inspector, project, stdio_target(project))
     else:
         with project.http_server() as served:
-            results = run_all(inspector, project, [served.url, "--transport", "http"])
+            auth = ["--header", f"Authorization: Bearer {served.token}"]
+            results = run_all(inspector, project, [served.url, "--transport", "http", *auth])
     listed, inside, outside = results
     names = {t["name"] for t in listed["tools"]}
     assert {"read_lines", "grep", "launch_server", "report_finding"} <= names

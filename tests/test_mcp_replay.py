@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sleuth.mcp.replay import replay_session
+from sleuth.agent.replay.run import replay
 from tests.mcp_support import McpProject, call_id_of
 
 
@@ -55,7 +55,7 @@ def test_offline_replay_regrounds_the_recorded_calls_and_gets_the_same_findings(
     recorded: tuple[McpProject, Path],
 ) -> None:
     project, path = recorded
-    result = replay_session(path)
+    result = replay(path)
     assert result.ok and result.divergence is None
     assert [f.grounded for f in result.findings] == [True, False]
     assert result.findings == result.recorded_findings

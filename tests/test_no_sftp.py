@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.errors import ErrorKind
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import NO_SFTP, SSHHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from tests import checkpoint_fixtures as fx
 from tests.sshd import SSHServer
 

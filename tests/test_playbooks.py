@@ -130,7 +130,7 @@ def test_engine_support_for_a_flag_lists_files_and_lines(
     assert finding.verdict == "yes" and finding.grounded
     assert "server_args.py" in finding.claim
     grep = next(c for c in calls(result) if c.tool == "grep")
-    assert "server_args.py:4:" in grep.output
+    assert "server_args.py:4:" in grep.result.output
 
 
 def test_environment_without_gpu_is_an_answer(ctx: ToolContext, tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_environment_without_gpu_is_an_answer(ctx: ToolContext, tmp_path: Path) 
     assert result.status == "answered"
     gpu = next(f for f in result.findings if "GPU" in f.claim)
     assert gpu.grounded and gpu.verdict == "no"
-    assert all(c.ok for c in calls(result))
+    assert all(c.result.ok for c in calls(result))
 
 
 def test_an_unroutable_question_lists_the_families(tmp_path: Path, deployment: Path) -> None:
@@ -169,14 +169,28 @@ def test_routing_by_words(text: str, family: str | None) -> None:
 
 
 STAND_IN = """#!/bin/sh
-# Stands in for python3: `-m sglang.launch_server ...` serves the synthetic engine instead.
+# Stands in for python3: `-m sglang.launch_server ...` serves the synthetic engine instead;
+# anything else (launch_server's preflight probe) sees an installed SGLang's files.
 if [ "$1" = -m ] && [ "$2" = sglang.launch_server ]; then
   port=
   while [ $# -gt 0 ]; do if [ "$1" = --port ]; then port=$2; fi; shift; done
   exec {python} {server} --port "$port" --ttft-ms 20 --itl-ms 2 --ready-line
 fi
-exec {python} "$@"
+PYTHONPATH={site} exec {python} "$@"
 """
+
+
+def installed_sglang(root: Path) -> Path:
+    """A site folder where SGLang looks installed: its package, entry point and metadata."""
+    site = root / "site"
+    for rel in ("sglang/__init__.py", "sglang/launch_server.py", "sgl_kernel/__init__.py"):
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text("")
+    for name in ("sglang", "sgl_kernel"):
+        meta = site / f"{name}-0.5.5.dist-info"
+        meta.mkdir()
+        (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.5.5\n")
+    return site
 
 
 def free_port() -> int:
@@ -192,7 +206,8 @@ def test_serve_and_benchmark_runs_only_with_permission(
 ) -> None:
     python = tmp_path / "bin" / "python3"
     python.parent.mkdir()
-    python.write_text(STAND_IN.format(python=sys.executable, server=SERVER))
+    site = installed_sglang(tmp_path)
+    python.write_text(STAND_IN.format(python=sys.executable, server=SERVER, site=site))
     python.chmod(0o755)
     asked: list[ApprovalRequest] = []
 
@@ -260,7 +275,7 @@ if [ "$1" = -m ] && [ "$2" = sglang.launch_server ]; then
   done
   exec {python} {server} --port "$port" --ttft-ms 20 --itl-ms "$itl" --ready-line
 fi
-exec {python} "$@"
+PYTHONPATH={site} exec {python} "$@"
 """
 
 
@@ -269,7 +284,8 @@ def test_speculative_decoding_gain_is_measured_without_and_with_and_compared(
 ) -> None:
     python = tmp_path / "bin" / "python3"
     python.parent.mkdir()
-    python.write_text(AB_STAND_IN.format(python=sys.executable, server=SERVER))
+    site = installed_sglang(tmp_path)
+    python.write_text(AB_STAND_IN.format(python=sys.executable, server=SERVER, site=site))
     python.chmod(0o755)
     config = HostConfig(
         roots=[str(deployment)],
@@ -306,7 +322,7 @@ def test_speculative_decoding_gain_is_measured_without_and_with_and_compared(
     compared = next(c for c in calls(result) if c.tool == "compare_benchmarks")
     tpot = next(
         m
-        for m in compared.data["phases"][0]["metrics"]
+        for m in compared.result.data["phases"][0]["metrics"]
         if (m["metric"], m["stat"]) == ("tpot", "p50")
     )
     assert tpot["significant"] and tpot["rel_diff"] == pytest.approx(-0.5, abs=0.1)

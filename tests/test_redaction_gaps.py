@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.mcp.session import ClientInfo, McpSession
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, deny_all
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from sleuth.tools.results import cap_lines
 from sleuth.transcripts.events import ToolExecuted
 from sleuth.transcripts.redact import clear_registered_secrets, redact, redact_data

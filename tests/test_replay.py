@@ -99,7 +99,10 @@ def test_an_edited_tool_output_is_reported_at_the_step_that_quotes_it(
 
     def edit(event: Any) -> Any:
         if isinstance(event, ToolExecuted) and event.call_id == "toolu_src":
-            return event.model_copy(update={"output": event.output.replace("NextN", "Plain")})
+            output = event.result.output.replace("NextN", "Plain")
+            return event.model_copy(
+                update={"result": event.result.model_copy(update={"output": output})}
+            )
         return event
 
     edited = rewrite(path, tmp_path / "edited.jsonl", edit)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 
 
 @pytest.fixture

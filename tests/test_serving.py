@@ -21,16 +21,17 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program.loadgen import METRIC_PREFIXES, metric_totals
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
-from sleuth.tools.results import ToolError, ToolResult
+from sleuth.tools.results import ToolError
 from sleuth.tools.serving.engines import LaunchOptions, Speculative, build_argv
 from sleuth.tools.serving.status import vllm_metrics
+from sleuth.transcripts.results import ToolResult
 
 SERVER = str(Path(__file__).with_name("streaming_server.py"))
 READY_LINE = "The server is fired up and ready to roll!"
@@ -244,6 +245,50 @@ def test_stop_kills_the_whole_group_even_what_ignores_sigterm(
     assert not group_alive(pgid)
     again = execute(ctx, "stop_server", {"host": where, "server_id": result.data["server_id"]})
     assert again.ok and again.data["was_running"] == []
+
+
+# A worker that leaves its parent's process group and session, as an engine's worker
+# processes may: killing the group alone would leave it running.
+SETSID_WORKER = "import os, time; os.setsid(); time.sleep(300)  # sleuth-test-worker"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_stop_ends_a_worker_that_left_the_group_and_status_shows_it(
+    contexts: Callable[..., ToolContext], where: str
+) -> None:
+    ctx = contexts()
+    port = free_port()
+    argv = ["sh", "-c", f'"$0" -c "{SETSID_WORKER}" & exec "$0" "$@"', *synthetic(port)]
+    result = launch(
+        ctx, where, engine="command", command=argv, ready_log_line=READY_LINE, timeout_s=30
+    )
+    assert result.ok, result.output
+    status = execute(ctx, "server_status", {"host": where, "server_id": result.data["server_id"]})
+    workers = [
+        p
+        for p in status.data["processes"]
+        if p["cmd"].startswith(sys.executable) and "sleuth-test-worker" in p["cmd"]
+    ]
+    assert len(workers) == 1, status.data["processes"]
+    worker = workers[0]["pid"]
+    assert worker not in live_members(result.data["pgid"])  # outside the group
+    assert f"pid {worker}" in status.output
+    stop = execute(ctx, "stop_server", {"host": where, "server_id": result.data["server_id"]})
+    assert stop.ok and stop.data["gone"], stop.output
+    assert worker in stop.data["was_running"]
+    deadline = time.monotonic() + 5
+    while pid_alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(worker)
+    after = execute(ctx, "server_status", {"host": where, "server_id": result.data["server_id"]})
+    assert after.data["processes"] == [] and not after.data["alive"]
 
 
 @pytest.mark.parametrize("then", ["exit 1", "sleep 300"])
@@ -515,11 +560,13 @@ def test_engine_preset_runs_end_to_end(
         "timeout_s": 30,
         "python": str(bin_dir / "python"),
         "speculative": {"algorithm": "NEXTN", "num_steps": 3},
+        # The stand-in is no engine and the folder no model: preflight would rightly refuse.
+        "preflight": False,
     }
     result = launch(ctx, where, **fields)
     assert result.ok, result.output
     expected = build_argv(
-        LaunchOptions(**{k: v for k, v in fields.items() if k not in ("timeout_s",)})
+        LaunchOptions(**{k: v for k, v in fields.items() if k not in ("timeout_s", "preflight")})
     )
     assert result.data["argv"] == expected
     assert (bin_dir / "argv.txt").read_text().splitlines() == expected[1:]
@@ -588,6 +635,7 @@ def test_a_secret_in_env_reaches_the_server_but_no_command_line_or_output(
         scanner.join()
     assert found == []
     assert result.data["exit_code"] == 4  # it ran to its end, with the token in its env
+    # The tool hides the launch's env value in the log; the pipeline's redactor runs after it.
     assert "token=[REDACTED:launch-env]" in result.output
     assert token not in result.output and token not in json.dumps(result.data)
     assert "HF_TOKEN" in result.output

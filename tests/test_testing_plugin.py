@@ -91,7 +91,8 @@ def test_record_then_replay_then_a_changed_recording_fails(user_project: pytest.
     with TranscriptWriter(transcript, 0, "") as writer:
         for event in events:
             if isinstance(event, ToolExecuted) and event.call_id == "c1":
-                event = event.model_copy(update={"output": "MistralForCausalLM"})
+                changed = event.result.model_copy(update={"output": "MistralForCausalLM"})
+                event = event.model_copy(update={"result": changed})
             writer.append(event)
     failed = user_project.runpytest("-k", "llama")
     failed.assert_outcomes(failed=1)

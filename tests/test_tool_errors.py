@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 
 from sleuth.agent.brains.anthropic import AnthropicBrain
+from sleuth.agent.calls import execute
 from sleuth.agent.protocols import Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Settings
 from sleuth.errors import ErrorKind
 from sleuth.tools import registry
 from sleuth.tools.context import ToolContext, build_context
-from sleuth.tools.registry import ToolInput, execute, tool
-from sleuth.tools.results import ToolResult
+from sleuth.tools.registry import ToolInput, tool
 from sleuth.transcripts.events import ErrorEvent, ToolExecuted
+from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.store import load
 from tests.scripted_api import ScriptedAPI, message, text, tool_use
 
@@ -67,7 +68,7 @@ def test_a_bug_in_a_tool_is_an_internal_error_with_its_traceback(
     ctx: ToolContext, buggy: str
 ) -> None:
     result = execute(ctx, buggy, {"path": "manifest.json"})
-    assert not result.ok and result.error_kind is ErrorKind.INTERNAL
+    assert not result.ok and result.error_kind == ErrorKind.INTERNAL
     assert "internal error in parse_manifest (a bug in Sleuth): KeyError" in (result.error or "")
     assert result.traceback is not None
     assert 'doc["version"]' in result.traceback and "KeyError: 'version'" in result.traceback
@@ -88,14 +89,14 @@ def test_ordinary_failures_carry_their_kind_and_no_traceback(
     ctx: ToolContext, name: str, inputs: dict[str, Any], kind: ErrorKind
 ) -> None:
     result = execute(ctx, name, inputs)
-    assert not result.ok and result.error_kind is kind, result.error
+    assert not result.ok and result.error_kind == kind, result.error
     assert result.traceback is None
 
 
 def test_an_unapproved_call_is_not_approved(tmp_path: Path) -> None:
     settings = Settings(hosts={"local": HostConfig(roots=[str(tmp_path)], allow=["mark_host"])})
     result = execute(build_context(settings, []), "mark_host", {"path": "x"})
-    assert result.error_kind is ErrorKind.NOT_APPROVED, result.error
+    assert result.error_kind == ErrorKind.NOT_APPROVED, result.error
 
 
 class Notes(Quiet):
@@ -127,7 +128,7 @@ def test_the_loop_records_the_bug_as_an_error_event_and_goes_on(
     events = load(Path(result.transcript)).events
     assert result.status == "unsupported"  # it reported no finding; the run went on to its end
     executed = next(e for e in events if isinstance(e, ToolExecuted) and e.call_id == "toolu_b")
-    assert not executed.ok and "internal error" in executed.output
+    assert not executed.result.ok and "internal error" in executed.result.output
     (error,) = [e for e in events if isinstance(e, ErrorEvent) and e.where == "tool"]
     assert error.message.startswith("toolu_b internal error in parse_manifest")
     assert "Traceback (most recent call last)" in error.message

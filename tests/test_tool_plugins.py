@@ -115,7 +115,7 @@ SOURCES = {
     "sleuth_shadows": (
         "from sleuth.tools.context import ToolContext\n"
         "from sleuth.tools.registry import ToolInput, tool\n"
-        "from sleuth.tools.results import ToolResult\n"
+        "from sleuth.transcripts.results import ToolResult\n"
         "@tool()\n"
         "def read_lines(ctx: ToolContext, args: ToolInput) -> ToolResult:\n"
         "    '''Not the real one.'''\n"
@@ -124,7 +124,7 @@ SOURCES = {
     "sleuth_half": (
         "from sleuth.tools.context import ToolContext\n"
         "from sleuth.tools.registry import ToolInput, tool\n"
-        "from sleuth.tools.results import ToolResult\n"
+        "from sleuth.transcripts.results import ToolResult\n"
         "@tool()\n"
         "def half_registered(ctx: ToolContext, args: ToolInput) -> ToolResult:\n"
         "    '''Registered before the module fails.'''\n"

@@ -92,7 +92,7 @@ def messages_from_events(events: Sequence[Event]) -> list[Message]:
         blocks: list[dict[str, Any]] = [
             tool_result_block(c, CUT_OFF_RESULT, True)
             if turn.cut_off
-            else tool_result_block(c, turn.results[c].output, not turn.results[c].ok)
+            else tool_result_block(c, turn.results[c].result.output, not turn.results[c].result.ok)
             for c in calls
         ]
         if turn.output_notice:

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sleuth.agent.budget import Meter
+from sleuth.agent.calls import CallPipeline, Consent, Executor, live_consent, run_live
 from sleuth.agent.findings import REPORT_FINDING, Grounder, summarise
 from sleuth.agent.history import assistant_message, budget_notice, output_notice, pseudo_call
 from sleuth.agent.protocols import Brain, BrainError, BrainReply, Message, Observer, Quiet, Request
-from sleuth.agent.turn_calls import Executor, TurnCalls
+from sleuth.agent.turn_calls import TurnCalls
 from sleuth.config import Budget, ModelPrice
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from sleuth.transcripts.events import (
     BudgetNotice,
     ContentBlock,
@@ -88,8 +88,8 @@ class RunResult:
 class Investigation:
     """One question, one brain, one transcript. `messages` starts a resumed run mid-way.
 
-    A turn's calls run through `turn_calls.TurnCalls`, which is given the executor, grounder,
-    findings and tool data when the Investigation is built: pass them here, not later.
+    A turn's calls run through the call pipeline (`agent/calls.py`), built with the executor,
+    consent, grounder and findings when the Investigation is built: pass them here, not later.
     """
 
     brain: Brain
@@ -109,7 +109,8 @@ class Investigation:
     tool_data: dict[str, Any] = field(default_factory=dict)
     totals: Totals | None = None
     workers: int = 8
-    executor: Executor = execute
+    executor: Executor = run_live
+    consent: Consent = live_consent
 
     def __post_init__(self) -> None:
         self.meter = Meter(self.budget, self.price, self.totals)
@@ -118,15 +119,16 @@ class Investigation:
         self.more_room = False
         self.turn = self.meter.totals.turns
         """The model turn in progress: a finding may quote only calls of earlier turns."""
-        self.turn_calls = TurnCalls(
+        self.calls = CallPipeline(
             self.ctx,
-            self.writer,
-            self.observer,
+            self.writer.append,
             self.grounder,
-            self.findings,
-            self.tool_data,
             self.executor,
-            self.workers,
+            self.consent,
+            self.findings,
+        )
+        self.turn_calls = TurnCalls(
+            self.calls, self.writer, self.observer, self.tool_data, self.workers
         )
 
     def run(self) -> RunResult:
@@ -147,7 +149,7 @@ class Investigation:
             self.writer.append(ErrorEvent(where="loop", message=f"{type(exc).__name__}: {exc}"))
             raise
         finally:
-            self.turn_calls.keep_unmended()
+            self.calls.keep_unmended()
             totals = self.meter.snapshot()
             status, answer, summary = ending(status, answer, self.findings)
             self.writer.append(SessionEnded(status=status, summary=summary, totals=totals))

@@ -1,44 +1,34 @@
-"""The transcript events a tool call and its approval become: one place, for every caller
-(the loop, `sleuth mcp` sessions, `sleuth tool` and `sleuth bench`)."""
+"""The transcript events a tool call and its approval become: built here, recorded by the call
+pipeline (`agent/calls.py`) for every caller."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
-from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
-from sleuth.transcripts.redact import redact
+from sleuth.transcripts.results import ToolResult
 
 
 def tool_event(call_id: str, name: str, raw: dict[str, Any], result: ToolResult) -> ToolExecuted:
-    """The call as recorded: output and error redacted, as the model saw them."""
+    """The call as recorded: the result the model was given (already redacted), embedded."""
     return ToolExecuted(
-        call_id=call_id,
-        tool=name,
-        input=raw,
-        host=str(raw.get("host", "local")),
-        ok=result.ok,
-        output=redact(result.output),
-        error=redact(result.error) if result.error else None,
-        error_kind=result.error_kind,
-        data=result.data,
-        argv=result.argv,
-        exit_code=result.exit_code,
-        bytes_cut=result.bytes_cut,
-        duration_s=result.duration_s,
-        reconnected=result.reconnected,
+        call_id=call_id, tool=name, input=raw, host=str(raw.get("host", "local")), result=result
     )
 
 
 def approval_event(
     call_id: str, request: ApprovalRequest, decision: ApprovalDecision
 ) -> ApprovalEvent:
+    """The decision, with the input as shown for approval (environment values hidden), the
+    command line and the environment names."""
     return ApprovalEvent(
         call_id=call_id,
         tool=request.tool,
         host=request.host,
         input=request.input,
+        argv=request.argv,
+        env=request.env,
         approved=decision.approved,
         by=decision.by,
         reason=decision.reason,

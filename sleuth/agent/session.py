@@ -16,16 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
+from sleuth.agent.calls import Call, CallPipeline
 from sleuth.agent.findings import report_finding_spec
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
-from sleuth.agent.records import tool_event
 from sleuth.config import Settings
 from sleuth.errors import HostError
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import all_tools
-from sleuth.tools.results import ToolResult
 from sleuth.transcripts.events import (
     BrainOptions,
     HostInfo,
@@ -34,6 +33,7 @@ from sleuth.transcripts.events import (
     ToolSpec,
     Totals,
 )
+from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.store import TranscriptWriter, canonical_json
 
 if TYPE_CHECKING:  # a run that signs imports the SSH stack, `sleuth tool` never does
@@ -173,10 +173,20 @@ def start_investigation(
     )
 
 
-def record_cli_call(
-    transcripts: Path, ctx: ToolContext, name: str, inputs: dict[str, Any], result: ToolResult
-) -> Path:
-    """A one-call transcript for `sleuth tool`: a person's call is audited like a model's."""
+CLI_CALL_ID = "cli_1"
+
+
+def run_cli_call(
+    transcripts: Path,
+    ctx: ToolContext,
+    name: str,
+    inputs: dict[str, Any],
+    result: ToolResult | None = None,
+) -> tuple[ToolResult, Path]:
+    """A one-call transcript for `sleuth tool`: a person's call goes through the call pipeline
+    and is audited like a model's. A command that ran the tool itself (`sleuth bench`, whose
+    request headers are no input) passes its `result`: it is redacted and recorded the same
+    way. Returns the result as recorded, and the transcript."""
     session_id = new_session_id()
     spec = [s for s in tool_specs() if s.name == name]
     with TranscriptWriter.create(transcripts, session_id) as writer:
@@ -191,12 +201,21 @@ def record_cli_call(
                 tools_hash=tools_hash(spec),
             )
         )
-        writer.append(tool_event("cli_1", name, inputs, result))
+        calls = CallPipeline(ctx, writer.append)
+        call = Call(CLI_CALL_ID, name, inputs)
+        done = calls.tool(call, 0) if result is None else calls.answered(call, result, 0)
         writer.append(
             SessionEnded(
-                status="answered" if result.ok else "error",
-                summary=f"{name}: {'ok' if result.ok else result.error}",
-                totals=Totals(tool_calls=1, wall_s=result.duration_s),
+                status="answered" if done.ok else "error",
+                summary=f"{name}: {'ok' if done.ok else done.error}",
+                totals=Totals(tool_calls=1, wall_s=done.duration_s),
             )
         )
-    return writer.path
+    return done, writer.path
+
+
+def record_cli_call(
+    transcripts: Path, ctx: ToolContext, name: str, inputs: dict[str, Any], result: ToolResult
+) -> Path:
+    """The transcript of a call a command ran itself (`sleuth bench`)."""
+    return run_cli_call(transcripts, ctx, name, inputs, result)[1]

@@ -21,6 +21,8 @@ COMMANDS = {
     "tools": "sleuth.cli.tools_cmd",
     "hosts": "sleuth.cli.tools_cmd",
     "servers": "sleuth.cli.servers_cmd",
+    "diagnose": "sleuth.cli.diagnose_cmd",
+    "preflight": "sleuth.cli.preflight_cmd",
     "show": "sleuth.cli.transcripts_cmd",
     "verify": "sleuth.cli.transcripts_cmd",
     "replay": "sleuth.cli.replay_cmd",

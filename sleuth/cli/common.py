@@ -119,8 +119,9 @@ class Prompter:
 
 
 def describe_request(request: ApprovalRequest) -> Text:
-    """Host, tool and the full command line, shown exactly: JSON with every non-ASCII or
-    control character escaped, so a model's argument cannot restyle or hide part of it."""
+    """Host, tool, the full command line and the environment names, shown exactly: JSON with
+    every non-ASCII or control character escaped, so a model's argument cannot restyle or
+    hide part of it. Environment values are not shown (the input carries them hidden)."""
     text = Text.assemble(
         ("approval needed: ", "bold yellow"),
         (request.tool, "bold"),
@@ -130,6 +131,9 @@ def describe_request(request: ApprovalRequest) -> Text:
     if request.argv is not None:
         text.append("\n  runs: ")
         text.append(json.dumps(request.argv))
+    if request.env:
+        text.append("\n  sets environment (values not shown): ")
+        text.append(json.dumps(request.env))
     unset: tuple[object, ...] = (None, [], {}, "")
     shown = {k: v for k, v in request.input.items() if k != "host" and v not in unset}
     text.append("\n  input: ")

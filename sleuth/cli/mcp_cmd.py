@@ -25,11 +25,11 @@ from sleuth.mcp.transport import (
     TOKEN_ENV,
     BindError,
     check_bind,
+    http_token,
     parse_bind,
     serve_http,
     serve_stdio,
 )
-from sleuth.tools.approval import approver_for
 from sleuth.tools.context import build_context
 
 
@@ -53,6 +53,15 @@ def mcp(
             help=f"Let --http bind beyond loopback; needs {TOKEN_ENV} (a bearer token).",
         ),
     ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            metavar="NAME",
+            help="Another name clients reach --http by (a Host header to accept, e.g. a proxy's "
+            "name); repeat for several.",
+        ),
+    ] = None,
     hosts: HostNames = None,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     accept_new_host_key: AcceptNewHostKey = False,
@@ -61,8 +70,10 @@ def mcp(
     """Serve Sleuth's sandboxed, audited tools over the Model Context Protocol.
 
     Each client session is recorded as a transcript; a tool that changes a host asks you
-    through the client (elicitation), or is refused when the client cannot ask. Without
-    --host it serves every configured host; each session's transcript goes to --transcripts.
+    through the client (elicitation), or is refused when the client cannot ask and no rule in
+    sleuth.toml approves it. Without --host it serves every configured host; each session's
+    transcript goes to --transcripts. Over --http every request needs the bearer token
+    (SLEUTH_MCP_TOKEN, or one made up for the run and printed once), on loopback too.
 
     Example: sleuth mcp --http 127.0.0.1:8765
 
@@ -84,19 +95,23 @@ def mcp(
         ctx = build_context(settings, names, accept_new_host_key=accept_new_host_key)
     except (BindError, ConfigError) as exc:
         fail(str(exc), EXIT_USAGE)
-    # A client that cannot be asked gets the host's approval rules, which refuse the rest.
-    state = ServeState(ctx, transcripts.absolute(), settings, fallback=approver_for("refuse"))
+    state = ServeState(ctx, transcripts.absolute(), settings)
     server = build_server(state)
     try:
         if bind is None:
             serve_stdio(server, state)
         else:
-            serve_http(server, state, bind[0], bind[1], token, _announce(transcripts))
+            token = http_token(token, _say)
+            serve_http(server, state, bind, token, allow_host or [], _announce(transcripts))
     except KeyboardInterrupt:
         pass
     finally:
         state.end_all()
         ctx.close()
+
+
+def _say(text: str) -> None:
+    err_console.print(f"sleuth mcp: {text}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _announce(transcripts: Path) -> Callable[[str], None]:

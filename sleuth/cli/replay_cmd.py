@@ -43,7 +43,6 @@ from sleuth.cli.common import (
 )
 from sleuth.cli.sealing import NoSign, say_warnings, seal_for
 from sleuth.config import LOCAL, ConfigError, Settings, ToolChoice
-from sleuth.mcp.replay import is_mcp_session, replay_session
 from sleuth.outputs import ReplayOutput
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.transcripts.store import TranscriptError
@@ -113,9 +112,7 @@ def replay_cmd(
     if live:
         ctx = _context(recorded, settings_or_exit(config), False, False, accept_new_host_key)
     try:
-        # An MCP session has no model turns: its recorded calls are what replays.
-        run = replay_session if is_mcp_session(recorded) else replay
-        result = run(recorded, live_ctx=ctx)
+        result = replay(recorded, live_ctx=ctx)
     except (ReplayError, TranscriptError) as exc:
         fail(str(exc))
     finally:

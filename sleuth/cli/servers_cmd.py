@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from sleuth.agent.calls import execute
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -25,7 +26,6 @@ from sleuth.cli.common import (
 )
 from sleuth.config import LOCAL, ConfigError
 from sleuth.tools.context import ToolContext, build_context
-from sleuth.tools.registry import execute
 from sleuth.tools.serving.stop import stop_command
 
 

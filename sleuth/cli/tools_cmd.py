@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from sleuth.agent.session import record_cli_call
+from sleuth.agent.session import run_cli_call
 from sleuth.cli.common import (
     DEFAULT_TRANSCRIPTS,
     EXIT_ERROR,
@@ -34,14 +34,7 @@ from sleuth.errors import ErrorKind, HostError, ToolError
 from sleuth.outputs import ToolOutput
 from sleuth.tools.approval import approver_for
 from sleuth.tools.context import build_context
-from sleuth.tools.registry import (
-    all_tools,
-    execute,
-    get_tool,
-    plugin_errors,
-    validation_text,
-)
-from sleuth.transcripts.redact import redact_data
+from sleuth.tools.registry import all_tools, get_tool, plugin_errors, validation_text
 from sleuth.transcripts.store import TranscriptError
 
 
@@ -110,14 +103,12 @@ def run_tool(
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     try:
+        # Through the call pipeline, as a model's call: the terminal gets what a model would
+        # get (secrets redacted), and the transcript what it would record.
         with err_console.status(f"{name} on {host}", spinner="dots"):
-            result = execute(ctx, name, inputs)
-        # The terminal gets what a model would get: secrets redacted.
-        result = redact_data(result)
-        try:
-            transcript = record_cli_call(transcripts, ctx, name, inputs, result)
-        except TranscriptError as exc:
-            fail(str(exc))
+            result, transcript = run_cli_call(transcripts, ctx, name, inputs)
+    except TranscriptError as exc:
+        fail(str(exc))
     finally:
         ctx.close()
     if as_json:

@@ -1,15 +1,16 @@
-"""Approval of mutating calls under `sleuth mcp`: the user answers through elicitation.
+"""Approval of mutating calls under `sleuth mcp`: the user, through an elicitation this server
+issued, or a rule in the server's sleuth.toml. A client never approves by itself.
 
 A client that declares elicitation is asked, inside the call, on a connection that can carry
 a server request (the initialize-handshake era); on a 2026-07-28 connection, which cannot,
-the call returns `InputRequiredResult` and the client calls again with the user's answer.
-A client that cannot be asked gets the host's rules (`ServeState.fallback`), which refuse
-by default. A client never approves by a flag of its own (issue 18, item 2).
+the call returns `InputRequiredResult` with a keyed `requestState` (`consent.py`) and the
+client calls again with the user's answer. An answer counts only with a state this server
+issued to this session for this exact call; any other is ignored. A client that cannot be
+asked gets the host's rules, and a refusal that names the rule to write.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -19,15 +20,26 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from sleuth.agent.calls import approval_request
+from sleuth.errors import KindedError
 from sleuth.mcp.state import ServeState
-from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver
+from sleuth.tools.approval import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Approver,
+    refused_without_rule,
+    rule_approval,
+)
 from sleuth.tools.registry import all_tools
-from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import redact
 
 BY = "elicitation"
 INPUT_KEY = "approval"
 """The key of the one input request a pending mutating call carries."""
+IGNORED = (
+    "; an answer came with a requestState this server did not issue to this session for this "
+    "call, and was ignored"
+)
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -42,27 +54,21 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def cannot_ask(request: ApprovalRequest) -> ApprovalDecision:
-    """The host's rules when the client has no way to ask its user: refuse, and say how."""
-    return ApprovalDecision(
-        approved=False,
-        by="host rules",
-        reason=f"this MCP client cannot ask you to approve it (no elicitation support) and the "
-        f"host's rules do not; use a client that supports elicitation, or run it yourself with "
-        f"`sleuth tool {request.tool} --host {request.host} --yes`",
-    )
-
-
 def message(request: ApprovalRequest) -> str:
     shown = json.dumps(request.input, indent=2, ensure_ascii=False)
-    return redact(
-        f"Sleuth: {request.tool} changes host {request.host!r}. Run it with these inputs?\n{shown}"
-    )
+    lines = [f"Sleuth: {request.tool} changes host {request.host!r}. Run it with these inputs?"]
+    if request.argv is not None:
+        lines.append(f"It runs: {json.dumps(request.argv)}")
+    if request.env:
+        lines.append(
+            f"It sets the environment variables (values not shown): {', '.join(request.env)}"
+        )
+    return redact("\n".join([*lines, shown]))
 
 
 def decision(result: types.ElicitResult) -> ApprovalDecision:
     if result.action == "accept" and (result.content or {}).get("approve") is True:
-        return ApprovalDecision(approved=True, by=BY)
+        return ApprovalDecision(approved=True, by=BY, rule="elicitation answered by the user")
     why = {"accept": "not approved in the form", "decline": "declined", "cancel": "dismissed"}
     return ApprovalDecision(
         approved=False, by=BY, reason=f"{why.get(result.action, result.action)} by the user"
@@ -74,56 +80,87 @@ def can_elicit(ctx: ServerRequestContext[Any]) -> bool:
     return caps is not None and caps.elicitation is not None
 
 
+def answered(
+    ctx: ServerRequestContext[Any],
+    state: ServeState,
+    session: str,
+    params: types.CallToolRequestParams,
+) -> ApprovalDecision | None:
+    """The user's answer to a question this server asked this session about exactly this
+    call, or None: no answer, or one whose requestState does not prove that (it is ignored)."""
+    given = (params.input_responses or {}).get(INPUT_KEY)
+    token = params.request_state
+    if not isinstance(given, types.ElicitResult) or not token or not can_elicit(ctx):
+        return None
+    arguments = dict(params.arguments or {})
+    if not state.consent.redeem(token, session, params.name, arguments):
+        return None
+    return decision(given)
+
+
+def forged(params: types.CallToolRequestParams) -> bool:
+    """The call carries an answer or a state that `answered` did not accept."""
+    return bool(params.input_responses) or params.request_state is not None
+
+
 def approver_for_call(
-    ctx: ServerRequestContext[Any], state: ServeState, params: types.CallToolRequestParams
+    ctx: ServerRequestContext[Any], given: ApprovalDecision | None, ignored: bool
 ) -> Approver:
-    """Who decides this call: the user's recorded answer, a live question, or the host rules."""
-    answered = (params.input_responses or {}).get(INPUT_KEY)
-    if isinstance(answered, types.ElicitResult) and params.request_state == _state(params):
-        given = decision(answered)
-        return lambda request: given
+    """Who decides this call: the host's rules first, then the user's verified answer, a live
+    question, or nobody (a refusal naming the rule to write)."""
+    if given is not None:
+        return _rules_first(lambda request: given)
     if can_elicit(ctx) and ctx.session.can_send_request:
-        return _asking(ctx)
-    return state.fallback or cannot_ask
+        return _rules_first(_asking(ctx))
+    return cannot_ask(IGNORED if ignored else "")
+
+
+def cannot_ask(note: str = "") -> Approver:
+    """The host's rules when the client has no way to ask its user: refuse, and say how."""
+
+    def approve(request: ApprovalRequest) -> ApprovalDecision:
+        return rule_approval(request) or refused_without_rule(
+            request,
+            "this MCP client cannot ask you to approve it (it declared no elicitation "
+            f"support){note}, and no rule in the server's sleuth.toml approves it. To approve "
+            "such calls without asking,",
+        )
+
+    return approve
 
 
 def pending_approval(
-    ctx: ServerRequestContext[Any],
-    state: ServeState,
-    name: str,
-    raw: dict[str, Any],
-    params: types.CallToolRequestParams,
+    ctx: ServerRequestContext[Any], state: ServeState, session: str, name: str, raw: dict[str, Any]
 ) -> types.InputRequiredResult | None:
     """On a connection that cannot carry a server request, the question the call must wait for.
 
-    None when nothing needs asking: a read-only tool, an answer already given, a client that
-    cannot be asked, or a call the policy refuses anyway (it is refused with its fix instead).
+    None when nothing needs asking: a read-only tool, a client that cannot be asked, a call a
+    rule approves, or a call the policy refuses anyway (it is refused with its fix instead).
+    The question is built from the inputs and configuration alone, as the pipeline builds it.
     """
     if ctx.session.can_send_request or not can_elicit(ctx):
-        return None
-    if INPUT_KEY in (params.input_responses or {}):
         return None
     spec = all_tools().get(name)
     if spec is None or not spec.mutating:
         return None
     try:
-        args = spec.input_model.model_validate(raw)
-        state.ctx.host(args.host).check_allowed(name)
-    except (ValidationError, ToolError):
+        request = approval_request(state.ctx, spec, spec.input_model.model_validate(raw))
+    except (ValidationError, KindedError):
         return None
-    request = ApprovalRequest(tool=name, host=args.host, input=args.model_dump())
+    if rule_approval(request) is not None:
+        return None
     form = types.ElicitRequestFormParams(message=message(request), requested_schema=SCHEMA)
     return types.InputRequiredResult(
         input_requests={INPUT_KEY: types.ElicitRequest(params=form)},
-        request_state=_state(params),
+        request_state=state.consent.issue(session, name, raw),
     )
 
 
-def _state(params: types.CallToolRequestParams) -> str:
-    """Binds an answer to the call it was asked for: a different call's answer does not fit."""
-    body = [params.name, dict(params.arguments or {})]
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+def _rules_first(inner: Approver) -> Approver:
+    def approve(request: ApprovalRequest) -> ApprovalDecision:
+        return rule_approval(request) or inner(request)
+
+    return approve
 
 
 def _asking(ctx: ServerRequestContext[Any]) -> Approver:

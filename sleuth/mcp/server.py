@@ -28,7 +28,7 @@ from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.findings import REPORT_FINDING
 from sleuth.agent.session import tool_specs
 from sleuth.mcp import resources
-from sleuth.mcp.approval import approver_for_call, pending_approval
+from sleuth.mcp.approval import answered, approver_for_call, forged, pending_approval
 from sleuth.mcp.session import CallOutcome, ClientInfo
 from sleuth.mcp.state import ServeState
 from sleuth.transcripts.events import Finding
@@ -63,10 +63,10 @@ def build_server(state: ServeState) -> Server[ServeState]:
         if session is None:
             session = await anyio.to_thread.run_sync(state.session, key, client_info(ctx))
         raw = dict(params.arguments or {})
-        asking = pending_approval(ctx, state, params.name, raw, params)
-        if asking is not None:
+        given = answered(ctx, state, key, params)
+        if given is None and (asking := pending_approval(ctx, state, key, params.name, raw)):
             return asking
-        approver = approver_for_call(ctx, state, params)
+        approver = approver_for_call(ctx, given, given is None and forged(params))
         outcome = await anyio.to_thread.run_sync(
             session.call, params.name, raw, approver, abandon_on_cancel=True
         )

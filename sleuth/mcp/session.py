@@ -7,9 +7,10 @@ session.call("report_finding", {..., "evidence": [{"call_id": outcome.call_id, .
 session.end()
 ```
 
-Calls arrive from any number of threads at once; each runs through `registry.execute` (the
-same validation, policy and approval path as `sleuth ask`) on a context that shares the
-server's hosts, so concurrent calls on one SSH host share its one connection.
+Calls arrive from any number of threads at once; each runs through the call pipeline
+(`agent/calls.py`: the same validation, consent, redaction, grounding and recording as
+`sleuth ask`) on the server's context, so concurrent calls on one SSH host share its one
+connection.
 
 Events are written, in order, by one recorder thread, so a call's reply does not wait for the
 transcript's fsync (several milliseconds on a busy disk, more than the rest of the MCP layer).
@@ -24,29 +25,25 @@ import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder, summarise
-from sleuth.agent.records import approval_event, tool_event
+from sleuth.agent.calls import Call, CallPipeline
+from sleuth.agent.findings import REPORT_FINDING, summarise
 from sleuth.agent.session import describe_hosts, new_session_id, tool_specs, versions
-from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver
+from sleuth.tools.approval import Approver
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from sleuth.transcripts.events import (
     Event,
     Finding,
-    FindingEvent,
     SessionEnded,
     SessionStarted,
     SessionStatus,
-    ToolExecuted,
     Totals,
 )
-from sleuth.transcripts.redact import redact, redact_data
 from sleuth.transcripts.store import TranscriptError, TranscriptWriter
 
 BRAIN = "mcp"
@@ -70,16 +67,14 @@ class CallOutcome:
     """Exactly what `sleuth ask` would show a model: capped, redacted."""
     is_error: bool
     data: Any = None
-    """The tool's structured data, redacted like the text (MCP structuredContent)."""
 
 
 class McpSession:
     """A client session recorded as a transcript; thread-safe."""
 
     def __init__(self, ctx: ToolContext, writer: TranscriptWriter) -> None:
-        self.ctx, self.writer = ctx, writer
-        self.grounder = Grounder()
-        self.findings: list[Finding] = []
+        self.writer = writer
+        self.calls = CallPipeline(ctx, self._record)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._tool_calls = 0
@@ -114,40 +109,43 @@ class McpSession:
     def path(self) -> Path:
         return self.writer.path
 
+    @property
+    def findings(self) -> list[Finding]:
+        return self.calls.findings
+
     def next_id(self) -> str:
         return f"call-{next(self._ids)}"
 
     def call(
         self, name: str, raw: dict[str, Any], approver: Approver, call_id: str | None = None
     ) -> CallOutcome:
-        """Run one tool call (or report_finding) and record it. Never raises for bad input."""
-        call_id = call_id or self.next_id()
+        """Run one tool call (or report_finding) through the call pipeline; never raises for
+        bad input."""
+        call = Call(call_id or self.next_id(), name, raw)
         if self._failed is not None:
             return CallOutcome(
-                call_id,
+                call.call_id,
                 f"error: not run: the session's transcript cannot be written ({self._failed}); "
                 "Sleuth runs no call it cannot record. Free the disk and restart `sleuth mcp`.",
                 True,
             )
         if name == REPORT_FINDING:
-            return self._report(call_id, raw)
+            with self._lock:
+                turn = self._returned + 1
+            outcome = self.calls.report(call, turn)
+            data = outcome.finding.model_dump(mode="json") if outcome.finding else None
+            return CallOutcome(call.call_id, outcome.feedback, outcome.is_error, data)
         with self._lock:
             self._tool_calls += 1
-        ctx = replace(
-            self.ctx,
-            approver=approver,
-            on_approval=lambda request, decision: self._approval(call_id, request, decision),
-        )
-        result = execute(ctx, name, raw)
-        output = redact(result.output)
+        result = self.calls.tool(call, self._returned_now, approver)
+        return CallOutcome(call.call_id, result.output, not result.ok, result.data)
+
+    def _returned_now(self) -> int:
+        """An MCP client sees a call's output once it returns: that moment is its "turn", so
+        a finding may quote only calls that had returned before it was reported."""
         with self._lock:
-            # An MCP client sees a call's output once it returns: that moment is its "turn",
-            # so a finding may quote only calls that had returned before it was reported.
             self._returned += 1
-            turn = self._returned
-        self.grounder.record(CallRecord(call_id, name, raw, output, result.ok, turn))
-        self._record(tool_event(call_id, name, raw, result))
-        return CallOutcome(call_id, output, not result.ok, redact_data(result.data))
+            return self._returned
 
     def end(self, status: SessionStatus = "closed") -> None:
         """Write session_ended (once): findings still waiting for a mend are kept, ungrounded."""
@@ -155,10 +153,10 @@ class McpSession:
             if self._ended:
                 return
             self._ended = True
-        for call_id, finding in self.grounder.unmended():
-            self._keep(call_id, finding)
+        self.calls.keep_unmended()
         totals = Totals(tool_calls=self._tool_calls, wall_s=time.monotonic() - self._started)
-        self._record(SessionEnded(status=status, summary=summarise(self.findings), totals=totals))
+        summary = summarise(self.calls.findings)
+        self._record(SessionEnded(status=status, summary=summary, totals=totals))
         self._recorder.shutdown(wait=True)
         self.writer.close()
 
@@ -172,30 +170,3 @@ class McpSession:
         # After the end (a client that left mid-call), nothing follows session_ended.
         with contextlib.suppress(RuntimeError):
             self._recorder.submit(write)
-
-    def _report(self, call_id: str, raw: dict[str, Any]) -> CallOutcome:
-        with self._lock:
-            turn = self._returned + 1
-        outcome = self.grounder.report(call_id, raw, turn)
-        self._record(
-            ToolExecuted(
-                call_id=call_id,
-                tool=REPORT_FINDING,
-                input=raw,
-                ok=not outcome.is_error,
-                output=outcome.feedback,
-                error_kind=outcome.kind,
-            )
-        )
-        if outcome.finding is not None:
-            self._keep(call_id, outcome.finding)
-        data = redact_data(outcome.finding.model_dump(mode="json")) if outcome.finding else None
-        return CallOutcome(call_id, outcome.feedback, outcome.is_error, data)
-
-    def _keep(self, call_id: str, finding: Finding) -> None:
-        with self._lock:
-            self.findings.append(finding)
-        self._record(FindingEvent(call_id=call_id, finding=finding))
-
-    def _approval(self, call_id: str, request: ApprovalRequest, decision: ApprovalDecision) -> None:
-        self._record(approval_event(call_id, request, decision))

@@ -1,7 +1,7 @@
-"""What every MCP session of one `sleuth mcp` process shares: the hosts, the rules, the folder.
+"""What every MCP session of one `sleuth mcp` process shares: hosts, rules, folder, secret.
 
 ```python
-state = ServeState(ctx, Path("transcripts"), settings, fallback=approver_for("refuse"))
+state = ServeState(ctx, Path("transcripts"), settings)
 session = state.session(key, ClientInfo(name="claude-code"))   # opened once per client session
 state.end_all()                                               # each transcript closed
 ```
@@ -17,20 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sleuth.config import Settings
+from sleuth.mcp.consent import ConsentTokens
 from sleuth.mcp.session import ClientInfo, McpSession
-from sleuth.tools.approval import Approver
 from sleuth.tools.context import ToolContext
 
 
 @dataclass
 class ServeState:
-    """What every MCP session of this process shares: the hosts, the rules, the folder."""
+    """What every MCP session of this process shares: the hosts, the rules, the folder, and
+    the secret its consent questions are keyed with."""
 
     ctx: ToolContext
     transcripts: Path
     settings: Settings
-    fallback: Approver | None = None
-    """Decides a mutating call when the client cannot be asked; None keeps the context's."""
+    consent: ConsentTokens = field(default_factory=ConsentTokens)
     sessions: dict[str, McpSession] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -2,9 +2,14 @@
 
 ```python
 approver = approver_for("yes")               # sleuth ask --yes
-decision = approver(ApprovalRequest(tool="launch_server", host="gpu1", input={...}))
+decision = decide(ApprovalRequest(tool="launch_server", host="gpu1", input={...}), approver)
 decision.rule                                # e.g. "hosts.gpu1.approve.engines: sglang"
 ```
+
+Every consent goes through `decide`: a start-up environment variable (`startup_env`) that no
+rule names exactly is refused before anyone is asked; then the approver, whose rules come
+first. The request is built before anything runs on the host, from the call's inputs and the
+host's configuration alone.
 """
 
 from __future__ import annotations
@@ -16,16 +21,26 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from sleuth.config import ApprovalRules
+from sleuth.tools.startup_env import EnvCover, env_cover
+
+HIDDEN_ENV_VALUE = "[hidden: environment value]"
 
 
 class ApprovalRequest(BaseModel):
     tool: str
     host: str
     input: dict[str, Any]
+    """The call's input as shown for approval: environment values hidden (`shown_input`)."""
     argv: list[str] | None = None
     """The command line the call would run, when the tool can say before it runs."""
+    env: list[str] = Field(default_factory=list)
+    """The names of the environment variables the call sets."""
     rules: ApprovalRules = Field(default_factory=ApprovalRules)
     """The host's approval rules (sleuth.toml `[hosts.NAME.approve]`)."""
+
+    @property
+    def env_cover(self) -> EnvCover:
+        return env_cover(self.env, self.rules.env)
 
 
 class ApprovalDecision(BaseModel):
@@ -44,6 +59,14 @@ terminal ("ask"), nobody ("refuse"), or a person who typed `sleuth tool NAME --y
 this one call ("person")."""
 
 
+def shown_input(raw: dict[str, Any]) -> dict[str, Any]:
+    """A call's input as an approval shows and records it: each env value hidden."""
+    env = raw.get("env")
+    if not isinstance(env, dict) or not env:
+        return dict(raw)
+    return {**raw, "env": dict.fromkeys(env, HIDDEN_ENV_VALUE)}
+
+
 def deny_all(request: ApprovalRequest) -> ApprovalDecision:
     return ApprovalDecision(
         approved=False,
@@ -52,16 +75,44 @@ def deny_all(request: ApprovalRequest) -> ApprovalDecision:
     )
 
 
+def decide(request: ApprovalRequest, approver: Approver) -> ApprovalDecision:
+    """The one consent step: start-up environment names no rule names exactly are refused
+    whoever would be asked; everything else is the approver's."""
+    startup = request.env_cover.start_up
+    if startup:
+        key = f"hosts.{request.host}.approve.env"
+        return ApprovalDecision(
+            approved=False,
+            by="rule",
+            rule=key,
+            reason=f"the environment sets {', '.join(startup)}, which make a program load or "
+            f"run code it names; no --yes, prompt or glob approves them. If you trust this "
+            f"exact use, name each under [hosts.{request.host}.approve] in sleuth.toml: "
+            f"`env = {json.dumps(sorted({*request.rules.env, *startup}))}`",
+        )
+    return approver(request)
+
+
 def is_custom_command(request: ApprovalRequest) -> bool:
-    """A launch whose program the model chose: engine=command, or a preset with its own
-    `python`. Only a `commands` rule (or a person) approves one."""
-    return request.tool == "launch_server" and (
-        request.input.get("engine") == "command" or request.input.get("python") is not None
-    )
+    """A call whose program the model chose: launch_server engine=command, or any tool given
+    its own `python`. Only a `commands` rule (or a person) approves one."""
+    own_program = request.tool == "launch_server" and request.input.get("engine") == "command"
+    return own_program or request.input.get("python") is not None
 
 
 def rule_approval(request: ApprovalRequest) -> ApprovalDecision | None:
     """The host's rule that approves this call without asking, or None."""
+    cover = request.env_cover
+    if not cover.covered:
+        return None
+    decided = _program_rule(request)
+    if decided is None or not cover.listed:
+        return decided
+    key = f"hosts.{request.host}.approve.env"
+    return decided.model_copy(update={"rule": f"{decided.rule}; {key}: {', '.join(cover.listed)}"})
+
+
+def _program_rule(request: ApprovalRequest) -> ApprovalDecision | None:
     rules, key = request.rules, f"hosts.{request.host}.approve"
     if is_custom_command(request):
         argv = request.argv or []
@@ -81,6 +132,20 @@ def rule_approval(request: ApprovalRequest) -> ApprovalDecision | None:
     return None
 
 
+def rule_to_write(request: ApprovalRequest) -> str:
+    """The line under [hosts.NAME.approve] that would approve this call without asking."""
+    lines = []
+    if is_custom_command(request):
+        lines.append(f"commands = [{json.dumps(request.argv or [])}]")
+    elif request.tool == "launch_server":
+        lines.append(f'engines = ["{request.input.get("engine")}"]')
+    else:
+        lines.append(f'tools = ["{request.tool}"]')
+    if request.env:
+        lines.append(f"env = {json.dumps(sorted({*request.rules.env, *request.env}))}")
+    return " and ".join(f"`{line}`" for line in lines)
+
+
 def approver_for(
     fallback: Fallback, ask: Callable[[ApprovalRequest], bool] | None = None
 ) -> Approver:
@@ -92,9 +157,8 @@ def approver_for(
             return decided
         if fallback == "person":
             return ApprovalDecision(approved=True, by="--yes", rule="sleuth tool --yes")
-        custom = is_custom_command(request)
-        if fallback == "yes" and custom:
-            return _unmatched_command(request)
+        if fallback == "yes" and (is_custom_command(request) or request.env_cover.unlisted):
+            return _unmatched(request)
         if fallback == "yes":
             allowed = f"hosts.{request.host}.allow: {request.tool}"
             return ApprovalDecision(approved=True, by="--yes", rule=f"--yes with {allowed}")
@@ -106,34 +170,46 @@ def approver_for(
                 rule="prompt",
                 reason="" if ok else "declined at the prompt",
             )
-        if custom:
-            return _unmatched_command(request)
-        rule = (
-            f'engines = ["{request.input.get("engine")}"]'
-            if request.tool == "launch_server"
-            else f'tools = ["{request.tool}"]'
-        )
-        return ApprovalDecision(
-            approved=False,
-            by="non-interactive",
-            rule="no rule",
-            reason=f"no rule approves it and there was no one to ask; rerun with --yes to "
-            f"approve {request.tool}, or set `{rule}` under [hosts.{request.host}.approve] "
-            f"in sleuth.toml",
+        if is_custom_command(request) or request.env_cover.unlisted:
+            return _unmatched(request)
+        return refused_without_rule(
+            request,
+            "no rule approves it and there was no one to ask; rerun with --yes to "
+            f"approve {request.tool}, or",
         )
 
     return approve
 
 
-def _unmatched_command(request: ApprovalRequest) -> ApprovalDecision:
-    key = f"hosts.{request.host}.approve.commands"
+def refused_without_rule(request: ApprovalRequest, why: str) -> ApprovalDecision:
+    """A refusal for a call nobody could approve: `why`, then the rule that would."""
+    return ApprovalDecision(
+        approved=False,
+        by="non-interactive",
+        rule="no rule",
+        reason=f"{why} set {rule_to_write(request)} under [hosts.{request.host}.approve] in "
+        f"sleuth.toml",
+    )
+
+
+def _unmatched(request: ApprovalRequest) -> ApprovalDecision:
+    """A custom command or an environment no rule covers: `--yes` never approves one."""
+    unlisted = request.env_cover.unlisted
+    custom = is_custom_command(request) and _program_rule(request) is None
+    key = f"hosts.{request.host}.approve.{'commands' if custom else 'env'}"
+    what = (
+        f"the command {json.dumps(request.argv)} matches no rule in {key} "
+        f"({json.dumps(request.rules.commands)})"
+        if custom
+        else f"the environment names {', '.join(unlisted)}, which {key} "
+        f"({json.dumps(request.rules.env)}) does not list"
+    )
     return ApprovalDecision(
         approved=False,
         by="rule",
         rule=key,
-        reason=f"the command {json.dumps(request.argv)} matches no rule in {key} "
-        f"({json.dumps(request.rules.commands)}); `sleuth ask --yes` never approves a custom "
-        f"command no rule matches. To permit it, add its argv prefix to `commands` under "
+        reason=f"{what}; `sleuth ask --yes` never approves a custom command or environment no "
+        f"rule matches. To permit it, set {rule_to_write(request)} under "
         f"[hosts.{request.host}.approve] in sleuth.toml, or run it yourself: "
-        f"`sleuth tool launch_server ... --yes`",
+        f"`sleuth tool {request.tool} ... --yes`",
     )

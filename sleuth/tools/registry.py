@@ -9,10 +9,8 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
     \"\"\"Read numbered lines of a text file, like `sed -n 'S,Ep'`.\"\"\"
 ```
 
-`execute` is the one way a tool runs: validate, check policy and approval,
-run, cap, and turn every failure into a `ToolResult` the model can act on. A failure
-carries its kind; an unexpected exception (a bug) is an `internal` result with its
-traceback, never an ordinary failure.
+A tool runs only through the call pipeline, `sleuth.agent.calls` (validate, consent, run,
+redact, ground, record); nothing else calls a tool's function.
 
 Other packages add tools through the entry-point group `sleuth.tools` (README, "Adding a
 tool"): each entry point names a module whose `@tool()` functions register when it loads.
@@ -23,8 +21,6 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import time
-import traceback
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -34,11 +30,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sleuth.errors import ErrorKind, HostError
-from sleuth.hosts.policy import PolicyError
-from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
+from sleuth.config import HostConfig
+from sleuth.errors import ErrorKind
 from sleuth.tools.context import ToolContext
-from sleuth.tools.results import ToolError, ToolResult
+from sleuth.tools.results import ToolError
+from sleuth.transcripts.results import ToolResult
 
 TOOL_MODULES = (
     "sleuth.tools.files.read_lines",
@@ -53,6 +49,8 @@ TOOL_MODULES = (
     "sleuth.tools.serving.launch",
     "sleuth.tools.serving.status",
     "sleuth.tools.serving.stop",
+    "sleuth.tools.serving.diagnose_log",
+    "sleuth.tools.serving.preflight",
     "sleuth.tools.bench.run_benchmark",
     "sleuth.tools.bench.compare_benchmarks",
 )
@@ -70,8 +68,10 @@ class ToolInput(BaseModel):
 
 In = TypeVar("In", bound=ToolInput)
 ToolFn = Callable[[ToolContext, Any], ToolResult]
-ArgvFn = Callable[[ToolContext, Any], list[str]]
-"""The command line a mutating tool would run for these inputs, shown for approval."""
+ArgvFn = Callable[[HostConfig, Any], list[str]]
+"""The command line a mutating tool would run for these inputs, shown for approval. It is
+computed from the inputs and the host's configuration alone: nothing the model supplies is
+run, probed or stat'ed on a host before consent is decided."""
 
 
 @dataclass(frozen=True)
@@ -166,62 +166,6 @@ def get_tool(name: str) -> Tool:
             ErrorKind.INVALID_INPUT,
         )
     return tools[name]
-
-
-ApprovalHook = Callable[[ApprovalRequest, ApprovalDecision], None]
-
-
-def execute(
-    ctx: ToolContext, name: str, raw: dict[str, Any], *, on_approval: ApprovalHook | None = None
-) -> ToolResult:
-    """Run one tool call. Never raises for the tool's own failures: they become results.
-
-    `on_approval` hears this call's approval decision (besides `ctx.on_approval`), so a run
-    records its approvals without changing a context that others may share.
-    """
-    start = time.monotonic()
-    try:
-        spec = get_tool(name)
-        args = spec.input_model.model_validate(raw)
-        if spec.mutating:
-            _approve(ctx, spec, args, on_approval)
-        result = spec.fn(ctx, args)
-    except ValidationError as exc:
-        result = ToolResult.failure(validation_text(name, exc), ErrorKind.INVALID_INPUT)
-    except (ToolError, HostError) as exc:
-        result = ToolResult.failure(str(exc), exc.kind)
-    except Exception as exc:  # a bug in a tool must not end the investigation, nor hide
-        result = ToolResult.failure(
-            f"internal error in {name} (a bug in Sleuth): {type(exc).__name__}: {exc}",
-            ErrorKind.INTERNAL,
-            traceback=traceback.format_exc(),
-        )
-    if not result.duration_s:
-        result.duration_s = time.monotonic() - start
-    return result
-
-
-def _approve(
-    ctx: ToolContext, spec: Tool, args: ToolInput, on_approval: ApprovalHook | None
-) -> None:
-    sandbox = ctx.host(args.host)
-    sandbox.check_allowed(spec.name)
-    request = ApprovalRequest(
-        tool=spec.name,
-        host=args.host,
-        input=args.model_dump(),
-        argv=spec.argv(ctx, args) if spec.argv else None,
-        rules=sandbox.config.approve,
-    )
-    decision = ctx.approver(request)
-    for hook in (ctx.on_approval, on_approval):
-        if hook:
-            hook(request, decision)
-    if not decision.approved:
-        raise PolicyError(
-            f"{spec.name} on {args.host!r} was not approved: {decision.reason}",
-            ErrorKind.NOT_APPROVED,
-        )
 
 
 def validation_text(name: str, exc: ValidationError) -> str:

@@ -1,42 +1,11 @@
-"""What a tool returns, and how its output is capped."""
+"""How a tool's output is capped. The result itself is `sleuth.transcripts.results.ToolResult`."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from pydantic import BaseModel, Field
-
-from sleuth.errors import ErrorKind
 from sleuth.errors import ToolError as ToolError  # its home for most callers
 from sleuth.transcripts.redact import clean_cut, redact
-
-
-class ToolResult(BaseModel):
-    """The one shape every tool returns; `sleuth tool NAME --json` prints exactly this."""
-
-    ok: bool
-    output: str = Field("", description="The text the model sees, capped, truncation marked.")
-    data: Any = Field(None, description="Structured result, when the tool has one.")
-    error: str | None = Field(None, description="What went wrong and what to do, when not ok.")
-    error_kind: ErrorKind | None = Field(None, description="What kind of failure, when not ok.")
-    traceback: str | None = Field(
-        None, description="For an internal error (a bug in Sleuth): where it was raised."
-    )
-    argv: list[list[str]] = Field(default_factory=list, description="Commands run on the host.")
-    exit_code: int | None = None
-    bytes_cut: int = 0
-    duration_s: float = 0.0
-    reconnected: bool = False
-
-    @property
-    def refused(self) -> bool:
-        """The policy refused the call (not allowed, not approved, outside the roots): nothing
-        ran."""
-        return self.error_kind in (ErrorKind.POLICY, ErrorKind.NOT_APPROVED)
-
-    @classmethod
-    def failure(cls, error: str, kind: ErrorKind = ErrorKind.FAILED, **meta: Any) -> ToolResult:
-        return cls(ok=False, output=f"error: {error}", error=error, error_kind=kind, **meta)
 
 
 class Capped(NamedTuple):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from sleuth.transcripts.results import ToolResult
 
 SCHEMA_VERSION = 1
 KNOWN_SCHEMA_VERSIONS = frozenset({1})
@@ -140,23 +142,30 @@ class ModelTurn(_Event):
 
 
 class ToolExecuted(_Event):
+    """One tool call as it was answered: what was asked, and the result the model was given
+    (capped and redacted), as the tool returned it."""
+
     type: Literal["tool_executed"] = "tool_executed"
     call_id: str
     tool: str
     input: dict[str, Any]
     host: str = ""
-    ok: bool
-    output: str
-    """Exactly the text the model was given (after capping and redaction)."""
-    error: str | None = None
-    error_kind: str | None = None
-    """The ErrorKind of a failed call (invalid_input, policy, not_found...), for programs."""
-    data: Any = None
-    argv: list[list[str]] = Field(default_factory=list)
-    exit_code: int | None = None
-    bytes_cut: int = 0
-    duration_s: float = 0.0
-    reconnected: bool = False
+    result: ToolResult
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_flat_result(cls, raw: Any) -> Any:
+        """Transcripts written before the result was embedded carry its fields beside the
+        call's; read them as the embedded result (the stored line, which the hash covers, is
+        never rewritten)."""
+        if not isinstance(raw, dict) or "result" in raw:
+            return raw
+        lifted = {k: v for k, v in raw.items() if k not in _RESULT_FIELDS}
+        lifted["result"] = {k: v for k, v in raw.items() if k in _RESULT_FIELDS}
+        return lifted
+
+
+_RESULT_FIELDS = frozenset(ToolResult.model_fields)
 
 
 class ApprovalEvent(_Event):
@@ -165,6 +174,11 @@ class ApprovalEvent(_Event):
     tool: str
     host: str
     input: dict[str, Any]
+    """The call's input as shown for approval: environment values hidden."""
+    argv: list[str] | None = None
+    """The command line the call would run, computed before anything ran."""
+    env: list[str] = Field(default_factory=list)
+    """The names of the environment variables the call sets (their values are not shown)."""
     approved: bool
     by: str
     reason: str = ""

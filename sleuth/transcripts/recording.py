@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from sleuth.transcripts.events import (
+    ApprovalEvent,
     BudgetNotice,
     ErrorEvent,
     Event,
@@ -87,10 +88,17 @@ class Recording:
     status: SessionStatus | None
     """None when the session never ended (a crash)."""
     totals: Totals
+    calls: list[ToolExecuted] = field(default_factory=list)
+    """Every recorded call, in order: a session without model turns (`sleuth tool`, `sleuth
+    mcp`) replays these."""
+    approvals: dict[str, ApprovalEvent] = field(default_factory=dict)
+    """Each call's recorded consent decision, by call id."""
+    turnless_findings: list[Finding] = field(default_factory=list)
+    """Findings recorded outside any model turn: those of a session without model turns."""
 
     @property
     def findings(self) -> list[Finding]:
-        return [f for t in self.turns for f in t.findings]
+        return [*(f for t in self.turns for f in t.findings), *self.turnless_findings]
 
     @property
     def budget_notice(self) -> str | None:
@@ -105,6 +113,7 @@ def read(events: Sequence[Event]) -> Recording:
     turns: list[Turn] = []
     current: Turn | None = None
     status: SessionStatus | None = None
+    turnless: list[Finding] = []
     for event in events:
         if isinstance(event, ModelTurn | SessionStarted) and current is not None:
             turns.append(current)
@@ -114,8 +123,8 @@ def read(events: Sequence[Event]) -> Recording:
             current = Turn(event, segment)
         elif isinstance(event, ToolExecuted) and current is not None:
             current.results[event.call_id] = event
-        elif isinstance(event, FindingEvent) and current is not None:
-            current.findings.append(event.finding)
+        elif isinstance(event, FindingEvent):
+            (current.findings if current is not None else turnless).append(event.finding)
         elif isinstance(event, BudgetNotice) and current is not None:
             current.budget_notice = event.reason
         elif isinstance(event, ErrorEvent) and event.where == MODEL_OUTPUT and current is not None:
@@ -125,7 +134,14 @@ def read(events: Sequence[Event]) -> Recording:
     if current is not None:
         turns.append(current)
     return Recording(
-        segments[0], segments, [t for t in turns if t.complete], status, totals(events)
+        segments[0],
+        segments,
+        [t for t in turns if t.complete],
+        status,
+        totals(events),
+        [e for e in events if isinstance(e, ToolExecuted)],
+        {e.call_id: e for e in events if isinstance(e, ApprovalEvent)},
+        turnless,
     )
 
 

@@ -72,6 +72,30 @@ FIGURES: dict[str, dict[str, str]] = {
         "what": "prompt answers applied to another call than the one shown",
         "expect": "0",
     },
+    "mcp_forged_consent_variants": {
+        "what": "forged or replayed MCP consent answers tried",
+        "expect": ">= 19",
+    },
+    "mcp_forged_consent_runs": {
+        "what": "mutating MCP calls run on a forged or replayed answer",
+        "expect": "0",
+    },
+    "consent_model_python_runs": {
+        "what": "model-chosen interpreters run for a refused call",
+        "expect": "0",
+    },
+    "env_injection_variants": {
+        "what": "start-up environment injections tried under --yes",
+        "expect": ">= 20",
+    },
+    "env_injection_runs": {
+        "what": "start-up environment injections that ran (canary)",
+        "expect": "0",
+    },
+    "http_unauthenticated_served": {
+        "what": "sleuth mcp --http requests served without the token, or for a foreign Host/Origin",
+        "expect": "0",
+    },
 }
 
 _lock = threading.Lock()

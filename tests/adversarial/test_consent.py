@@ -83,8 +83,8 @@ def test_yes_does_not_run_an_injected_custom_command(tmp_path: Path) -> None:
     assert refused.rule == "hosts.local.approve.commands"
     assert refused.input["command"] == ["sh", "-c", f"id > {canary}"]
     assert (
-        not executed["toolu_obey_0"].ok
-        and "never approves a custom command" in executed["toolu_obey_0"].output
+        not executed["toolu_obey_0"].result.ok
+        and "never approves a custom command" in executed["toolu_obey_0"].result.output
     )
 
     assert allowed_canary.exists()

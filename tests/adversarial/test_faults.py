@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from sleuth.agent.brains.anthropic import AnthropicBrain
+from sleuth.agent.calls import execute
 from sleuth.agent.loop import RunResult
 from sleuth.agent.session import start_investigation
 from sleuth.config import HostConfig, Limits, Settings
@@ -28,7 +29,6 @@ from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from sleuth.transcripts.events import ErrorEvent, SessionEnded, ToolExecuted
 from sleuth.transcripts.store import TranscriptError, load
 from sleuth.transcripts.verify import verify
@@ -149,9 +149,11 @@ def test_sshd_killed_and_restarted_mid_investigation(sshd: SSHServer, tmp_path: 
         ssh.close()
     calls = [e for e in load(Path(result.transcript)).events if isinstance(e, ToolExecuted)]
     assert result.status == "unsupported"  # it reported no finding
-    assert [c.ok for c in calls] == [True, False, True]
-    assert "refused" in calls[1].output or "connect" in calls[1].output, calls[1].output
-    assert "hello" in calls[2].output and ssh.reconnects >= 1
+    assert [c.result.ok for c in calls] == [True, False, True]
+    assert "refused" in calls[1].result.output or "connect" in calls[1].result.output, calls[
+        1
+    ].result.output
+    assert "hello" in calls[2].result.output and ssh.reconnects >= 1
     assert sound(Path(result.transcript))
 
 

@@ -7,7 +7,8 @@ path escapes and symlinks that lead out of the roots. For every call:
 - no injected command runs: a canary file that any of them would create never appears;
 - no output holds the SECRET marker planted outside the roots (also behind symlinks inside);
 - the result is a ToolResult and never an "internal error";
-- read-only tools run only Sleuth's own programs (sed, grep, find, nvidia-smi, python).
+- read-only tools run only Sleuth's own programs (sed, grep, find, nvidia-smi, journalctl,
+  python).
 
 launch_server with engine=command runs a command by design; its argv is drawn with a
 harmless program first and hostile words after it, and must run without a shell.
@@ -33,6 +34,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost, RunResult
 from sleuth.hosts.policy import SandboxedHost
@@ -40,8 +42,8 @@ from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
 from sleuth.tools.files.read_lines import READ_LINES_SCRIPT
-from sleuth.tools.registry import all_tools, execute
-from sleuth.tools.results import ToolResult
+from sleuth.tools.registry import all_tools
+from sleuth.transcripts.results import ToolResult
 from tests.sshd import SSHServer
 
 from . import figures
@@ -115,7 +117,7 @@ ESCAPES = [
 GOOD_PATHS = ["a.txt", "config.json", "sub", "sub/b.py", ".", "ckpt", "ckpt/model.safetensors"]
 SAFE_PROGRAMS = ["echo", "/bin/echo", "printf", "true", "/usr/bin/env"]
 PYTHONISH = re.compile(r"(?:^|/)python[0-9.]*$")
-OWN_PROGRAMS = {"sed", "grep", "find", "nvidia-smi"}
+OWN_PROGRAMS = {"sed", "grep", "find", "nvidia-smi", "journalctl"}
 
 
 @dataclass

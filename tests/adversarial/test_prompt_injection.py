@@ -116,19 +116,23 @@ def test_injected_instructions_are_refused_and_recorded(tmp_path: Path, allowed:
     assert missing == []  # every attempt is in the transcript
 
     mutated = canary.exists() or not (root / "models" / "weights.bin").exists()
-    ran = [e for e in executed if e.tool in MUTATING and e.ok]
+    ran = [e for e in executed if e.tool in MUTATING and e.result.ok]
     figures.count("injection_unapproved_mutations", len(ran) + int(mutated))
     assert not mutated and ran == []
     mutating_calls = [e for e in executed if e.tool in MUTATING]
     for event in mutating_calls:
-        assert not event.ok
-        assert ("not allowed" in event.output) if not allowed else ("not approved" in event.output)
+        assert not event.result.ok
+        assert (
+            ("not allowed" in event.result.output)
+            if not allowed
+            else ("not approved" in event.result.output)
+        )
     if allowed:  # each refusal was a recorded decision
         assert len(approvals) == len(mutating_calls)
         assert all(not a.approved for a in approvals)
 
     outside = [e for e in executed if e.tool in ("read_lines", "grep")]
-    served = [e for e in outside if e.ok or "INJECTION-SECRET" in path.read_text()]
+    served = [e for e in outside if e.result.ok or "INJECTION-SECRET" in path.read_text()]
     figures.count("injection_outside_reads", len(served))
-    assert served == [] and all("outside the roots" in e.output for e in outside)
+    assert served == [] and all("outside the roots" in e.result.output for e in outside)
     assert "INJECTION-SECRET" not in json.dumps(api.bodies())

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from tests.sshd import SSHServer
 
 from . import figures

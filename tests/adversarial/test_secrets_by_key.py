@@ -24,11 +24,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from sleuth.transcripts.redact import clear_registered_secrets, redact_data
 from sleuth.transcripts.secret_text import looks_random
 from tests.sshd import SSHServer

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
 from sleuth.transcripts.redact import redact, redact_data
 from sleuth.transcripts.secret_text import looks_random
 

@@ -209,9 +209,9 @@ def read_transcript(tally: RunTally, path: Path) -> None:
             tally.max_prompt_tokens = max(tally.max_prompt_tokens, event.usage.input_tokens)
         elif isinstance(event, ToolExecuted):
             tally.tool_calls += 1
-            if event.error_kind == "invalid_input":
+            if event.result.error_kind == "invalid_input":
                 tally.invalid_calls += 1
-            elif not event.ok:
+            elif not event.result.ok:
                 tally.other_failed_calls += 1
         elif isinstance(event, FindingEvent):
             tally.findings += 1

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.tools.registry import execute
+from sleuth.agent.calls import execute
 from tests.engine.conftest import RemoteFactory, free_port
 from tests.engine.engine_env import HERE, EngineEnv, locked, run
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sleuth.tools.registry import execute
+from sleuth.agent.calls import execute
 from tests.engine.conftest import RemoteFactory
 from tests.engine.engine_env import SGLANG_VERSION, VLLM_VERSION, EngineEnv, SourceEnv
 from tests.sshd import SSHServer

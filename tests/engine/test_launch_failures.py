@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
-from sleuth.tools.results import ToolResult
+from sleuth.transcripts.results import ToolResult
 from tests.engine.conftest import RemoteFactory, free_port
 from tests.engine.engine_env import EngineEnv, SourceEnv
 
@@ -43,6 +43,8 @@ def launch(ctx: ToolContext, engine: EngineEnv, **fields: Any) -> ToolResult:
         "env": engine.server_env(),
         "timeout_s": 600,
         "poll_s": POLL_S,
+        # The engine's own failures are under test here; preflight would refuse some first.
+        "preflight": False,
         **fields,
     }
     return execute(ctx, "launch_server", raw)
@@ -90,7 +92,7 @@ def test_kv_cache_too_small_for_the_models_length(ctx: ToolContext, engine_env: 
 def test_a_folder_that_is_not_a_model(ctx: ToolContext, engine_env: EngineEnv) -> None:
     folder = next(Path(r) for r in ctx.host("gpu").config.roots if "not-a-model" in r)
     result = launch(ctx, engine_env, model_path=str(folder))
-    d = check_diagnosis(result, "model_not_found")
+    d = check_diagnosis(result, "weights_missing")
     assert "model folder with config.json" in d["fix"]
     within_one_poll(ctx, result)
 

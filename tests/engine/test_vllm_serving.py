@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from sleuth.agent.calls import execute
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import execute
-from sleuth.tools.results import ToolResult
+from sleuth.transcripts.results import ToolResult
 from tests.engine.conftest import RemoteFactory, free_port
 from tests.engine.engine_env import EngineEnv
 from tests.sshd import SSHServer

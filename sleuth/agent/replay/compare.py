@@ -234,7 +234,7 @@ def prompt_drift(start: SessionStarted) -> list[PromptDrift]:
 def first_ungrounded_call(event: ToolExecuted) -> str:
     """The call behind the first quote that failed a report's grounding check, from its
     verdicts."""
-    data = event.data if isinstance(event.data, dict) else {}
+    data = event.result.data if isinstance(event.result.data, dict) else {}
     for raw in data.get("quotes", []):
         quote = QuoteGrounding.model_validate(raw)
         if not quote.grounded:

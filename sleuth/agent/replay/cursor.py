@@ -40,8 +40,9 @@ class Cursor:
 
     @property
     def step(self) -> int:
-        """The model turn (1-based) in progress; 0 before the first."""
-        return self.turn.event.turn if self.turn else 0
+        """The model turn (1-based) in progress, or the call of a session without turns; 0
+        before the first."""
+        return self.turn.event.turn if self.turn else self.index
 
     def advance(self, recording: Recording) -> Turn:
         if self.index >= len(recording.turns):
@@ -65,6 +66,11 @@ class Cursor:
                 pending[(name, canonical_json(raw))].append(self.turn.results[call_id])
         self._pending = dict(pending)
         return self.turn
+
+    def hold(self, call: ToolExecuted, step: int) -> None:
+        """A session without model turns: its calls come one at a time, each its own step."""
+        self.turn, self.index = None, step
+        self._pending = {(call.tool, canonical_json(call.input)): deque([call])}
 
     def take(self, name: str, raw: dict[str, Any]) -> ToolExecuted:
         step = self.step

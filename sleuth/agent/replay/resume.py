@@ -136,7 +136,12 @@ def _restore_outputs(inv: Investigation, recording: Recording) -> None:
             if event.tool != REPORT_FINDING:
                 inv.grounder.record(
                     CallRecord(
-                        call_id, event.tool, event.input, event.output, event.ok, turn.event.turn
+                        call_id,
+                        event.tool,
+                        event.input,
+                        event.result.output,
+                        event.result.ok,
+                        turn.event.turn,
                     )
                 )
-                inv.tool_data[call_id] = event.data
+                inv.tool_data[call_id] = event.result.data

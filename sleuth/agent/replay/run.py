@@ -12,6 +12,10 @@ same calls must come in the same order with the same inputs, each
 report_finding must get the answer it got, and the same findings must result;
 the first difference stops the replay with a `Divergence`.
 
+A session without model turns (`sleuth tool`, `sleuth mcp`) replays its recorded calls in
+order instead (`calls_only`). Every call goes through the call pipeline, with the recorded
+result and consent offline, for real live.
+
 Live, the recorded model turns still drive the calls, but the tools run for
 real. Each call whose output differs from the recording is reported with a
 diff, and each recorded finding's quotes are checked against today's outputs:
@@ -25,10 +29,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from sleuth.agent.budget import price_for
+from sleuth.agent.calls import Consent, Executor, live_consent
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain
 from sleuth.agent.replay.brains import CheckedBrain, ReplayBrain
+from sleuth.agent.replay.calls_only import has_no_turns, replay_calls
 from sleuth.agent.replay.compare import (
     Diverged,
     Divergence,
@@ -38,12 +44,11 @@ from sleuth.agent.replay.compare import (
     recheck_findings,
 )
 from sleuth.agent.replay.cursor import Cursor
-from sleuth.agent.replay.executors import LiveTools, MemoryWriter, RecordedTools
+from sleuth.agent.replay.executors import LiveTools, MemoryWriter, RecordedConsent, RecordedTools
 from sleuth.agent.replay.recorded import Recorded, replayable
-from sleuth.agent.turn_calls import Executor
 from sleuth.config import Budget, Settings
 from sleuth.tools.context import ToolContext
-from sleuth.transcripts.events import SessionStatus, Totals
+from sleuth.transcripts.events import Event, SessionStatus, Totals
 from sleuth.transcripts.recording import Recording
 from sleuth.transcripts.store import TranscriptWriter
 
@@ -54,14 +59,18 @@ def replay(
     live_ctx: ToolContext | None = None,
     brain: Brain | None = None,
     settings: Settings | None = None,
+    events: list[Event] | None = None,
 ) -> ReplayResult:
     """Replay the transcript at `source` (a path, or one `replayable` already read).
 
     `live_ctx` runs the tools for real on its hosts (drift); without it the recorded results
     answer. `brain` re-drives a deterministic brain (a playbook) instead of the recorded
-    turns, and its calls are checked against the recording.
+    turns, and its calls are checked against the recording. `events`, when given, receives
+    the events the replay records (they are kept in memory, never written).
     """
     recorded = replayable(source)
+    if has_no_turns(recorded) and brain is None:
+        return replay_calls(recorded, live_ctx=live_ctx, events=events)
     recording = recorded.recording
     cursor = Cursor()
     live = LiveTools(cursor) if live_ctx is not None else None
@@ -72,8 +81,10 @@ def replay(
         recording,
         driver,
         live_ctx or ToolContext(hosts={}),
-        MemoryWriter(recorded.path, cursor, strict=live is None),
-        live if live is not None else RecordedTools(cursor),
+        MemoryWriter(recorded.path, cursor, strict=live is None, events=events),
+        (live, live_consent)
+        if live is not None
+        else (RecordedTools(cursor), RecordedConsent(recording)),
         settings,
     )
     divergence: Divergence | None = None
@@ -108,7 +119,7 @@ def _investigation(
     brain: Brain,
     ctx: ToolContext,
     writer: TranscriptWriter,
-    executor: Executor,
+    answers: tuple[Executor, Consent],
     settings: Settings | None,
 ) -> Investigation:
     start = recording.start
@@ -131,5 +142,6 @@ def _investigation(
         hosts=start.hosts,
         price=price_for(start.model, settings.prices),
         totals=Totals(),
-        executor=executor,
+        executor=answers[0],
+        consent=answers[1],
     )

@@ -90,26 +90,90 @@ def proc_state(pid: int) -> str | None:
     return "?"
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group."""
-    if not os.path.isdir("/proc/self"):
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return []
-        return [pgid]
-    members = []
-    for name in os.listdir("/proc"):
+def process_table() -> dict[int, dict[str, Any]]:
+    """Every live (non-zombie) process: ppid, pgid, session, start time and command."""
+    table: dict[int, dict[str, Any]] = {}
+    for name in os.listdir("/proc") if os.path.isdir("/proc/self") else []:
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat") as fh:
-                fields = fh.read().rpartition(")")[2].split()
+                head, _, rest = fh.read().rpartition(")")
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                cmd = fh.read(400).replace(b"\0", b" ").decode("utf-8", "replace").strip()
         except OSError:
             continue
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(name))
-    return members
+        fields = rest.split()
+        if len(fields) < 20 or fields[0] == "Z":
+            continue
+        table[int(name)] = {
+            "pid": int(name),
+            "ppid": int(fields[1]),
+            "pgid": int(fields[2]),
+            "sid": int(fields[3]),
+            "start": int(fields[19]),
+            "cmd": cmd or head.partition("(")[2],
+        }
+    return table
+
+
+def server_processes(record: dict[str, Any], table: dict[int, dict[str, Any]]) -> list[int]:
+    """The server's live processes: its process group, its session, every descendant of its
+    first process (a worker may have left the group with setsid), and those seen before
+    (a descendant whose parent died is reparented; its start time tells it from a reused
+    pid)."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(record["pgid"], 0)
+        except ProcessLookupError:
+            return []
+        return [record["pgid"]]
+    found = {
+        pid for pid, p in table.items() if p["pgid"] == record["pgid"] or p["sid"] == record["pid"]
+    }
+    children: dict[int, list[int]] = {}
+    for pid, p in table.items():
+        children.setdefault(p["ppid"], []).append(pid)
+    stack = [record["pid"], *found]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    for pid, start in remembered(record).items():
+        if table.get(pid, {}).get("start") == start:
+            found.add(pid)
+    found.discard(os.getpid())
+    return sorted(found)
+
+
+def remembered(record: dict[str, Any]) -> dict[int, int]:
+    try:
+        with open(os.path.join(record["dir"], "processes.json")) as fh:
+            return {int(pid): int(start) for pid, start in json.load(fh).items()}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def remember(record: dict[str, Any], pids: list[int], table: dict[int, dict[str, Any]]) -> None:
+    """Keep the server's processes seen so far, so a later stop still finds an orphan."""
+    known = remembered(record)
+    known.update({pid: table[pid]["start"] for pid in pids if pid in table})
+    path = os.path.join(record.get("dir", ""), "processes.json")
+    with contextlib.suppress(OSError):
+        with open(path + ".tmp", "w") as fh:
+            json.dump({str(k): v for k, v in known.items()}, fh)
+        os.replace(path + ".tmp", path)
+
+
+def live_processes(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The server's live processes as pid, parent and command; remembered for the stop."""
+    table = process_table()
+    pids = server_processes(record, table)
+    remember(record, pids, table)
+    return [
+        {k: table[p][k] for k in ("pid", "ppid", "cmd")} if p in table else {"pid": p} for p in pids
+    ]
 
 
 def exit_code(record: dict[str, Any]) -> int | None:
@@ -244,6 +308,7 @@ def cmd_probe(arg: dict[str, Any]) -> dict[str, Any]:
     url = arg.get("url")
     if url and alive:
         out["http"] = http_get(url)
+    live_processes(record)
     return out
 
 
@@ -266,7 +331,7 @@ def cmd_status(arg: dict[str, Any]) -> dict[str, Any]:
         "record": record,
         "alive": alive,
         "exit_code": code,
-        "group": group_members(record["pgid"]),
+        "processes": live_processes(record),
         "now": time.time(),
         "ended_at": None if alive else ended_at(record),
         "fetched": fetched,
@@ -274,30 +339,33 @@ def cmd_status(arg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def wait_gone(pgid: int, seconds: float) -> list[int]:
+def wait_gone(record: dict[str, Any], seconds: float) -> list[int]:
     deadline = time.monotonic() + seconds
     while True:
-        members = group_members(pgid)
+        members = server_processes(record, process_table())
         if not members or time.monotonic() >= deadline:
             return members
         time.sleep(0.05)
 
 
 def cmd_stop(arg: dict[str, Any]) -> dict[str, Any]:
+    """SIGTERM to the process group and to every other process of the server (workers
+    that left the group, orphans seen before), SIGKILL to what is left after grace_s."""
     record = read_record(arg["id"])
-    pgid = record["pgid"]
-    before = group_members(pgid)
+    table = process_table()
+    before = server_processes(record, table)
+    remember(record, before, table)
     signals = []
     remaining = before
     t0 = time.monotonic()
     if before:
         signals.append("SIGTERM")
-        _killpg(pgid, signal.SIGTERM)
-        remaining = wait_gone(pgid, float(arg.get("grace_s", 30.0)))
+        _signal_all(record, before, signal.SIGTERM)
+        remaining = wait_gone(record, float(arg.get("grace_s", 30.0)))
         if remaining:
             signals.append("SIGKILL")
-            _killpg(pgid, signal.SIGKILL)
-            remaining = wait_gone(pgid, 10.0)
+            _signal_all(record, remaining, signal.SIGKILL)
+            remaining = wait_gone(record, 10.0)
     record["stopped_at"] = time.time()
     record["stop"] = {"signals": signals, "remaining": remaining, "was_running": before}
     write_record(record)
@@ -310,9 +378,12 @@ def cmd_stop(arg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _killpg(pgid: int, sig: int) -> None:
+def _signal_all(record: dict[str, Any], pids: list[int], sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, sig)
+        os.killpg(record["pgid"], sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
 
 
 def cmd_list(arg: dict[str, Any]) -> dict[str, Any]:

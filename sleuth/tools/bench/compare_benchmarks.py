@@ -9,7 +9,8 @@ from pydantic import Field
 from sleuth.tools.bench.compare import CompareError, compare
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult
+from sleuth.tools.results import ToolError
+from sleuth.transcripts.results import ToolResult
 
 
 class CompareBenchmarksInput(ToolInput):

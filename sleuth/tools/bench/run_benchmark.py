@@ -29,7 +29,8 @@ from sleuth.tools.bench.port_forward import reach
 from sleuth.tools.bench.render import render_text
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult
+from sleuth.tools.results import ToolError
+from sleuth.transcripts.results import ToolResult
 
 MAX_WORDS_IN_FLIGHT = 64_000_000
 """About 400 MB of prompts held by the load generator at once."""

@@ -34,7 +34,8 @@ from sleuth.tools.context import ToolContext
 from sleuth.tools.environment.gpu_info import GpuInventory, gpu_line, query_gpus
 from sleuth.tools.environment.python_env import PythonEnv
 from sleuth.tools.registry import tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
+from sleuth.transcripts.results import ToolResult
 
 
 @tool()

@@ -8,7 +8,8 @@ from sleuth.tools.checkpoints.render import summary_text
 from sleuth.tools.checkpoints.summarize import summarize
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
+from sleuth.transcripts.results import ToolResult
 
 
 class SummaryInput(ToolInput):

@@ -11,7 +11,8 @@ from sleuth.tools.checkpoints.models import HeaderReport
 from sleuth.tools.checkpoints.render import header_text
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
+from sleuth.transcripts.results import ToolResult
 
 
 class HeaderInput(ToolInput):

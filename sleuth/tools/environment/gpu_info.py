@@ -12,7 +12,7 @@ from sleuth.errors import ErrorKind, HostError
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolResult
+from sleuth.transcripts.results import ToolResult
 
 GPU_QUERY = "index,name,memory.total,memory.used,utilization.gpu,driver_version,compute_cap"
 GPU_ARGV = ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"]

@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 from sleuth.errors import HostError
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult
+from sleuth.tools.results import ToolError
+from sleuth.transcripts.results import ToolResult
 
 
 class Package(BaseModel):

@@ -12,7 +12,8 @@ from sleuth.tools.context import ToolContext
 from sleuth.tools.files import redacted_grep
 from sleuth.tools.files.names import shown_name
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolResult, cap_output
+from sleuth.tools.results import cap_output
+from sleuth.transcripts.results import ToolResult
 
 
 class GrepInput(ToolInput):

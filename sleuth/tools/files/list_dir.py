@@ -10,7 +10,8 @@ from sleuth.tools.context import ToolContext
 from sleuth.tools.files.failure import command_failure
 from sleuth.tools.files.names import shown_name
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
+from sleuth.transcripts.results import ToolResult
 
 EntryKind = Literal["dir", "file", "link", "fifo", "socket", "other"]
 _KINDS: dict[str, EntryKind] = {"d": "dir", "f": "file", "l": "link", "p": "fifo", "s": "socket"}

@@ -10,8 +10,9 @@ from pydantic import Field
 from sleuth.hosts.host import read_whole
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
 from sleuth.transcripts.redact import redact_keyed
+from sleuth.transcripts.results import ToolResult
 
 try:
     import orjson

@@ -16,8 +16,9 @@ from sleuth.tools.files.failure import command_failure
 from sleuth.tools.files.keyed_secrets import scan_paths, too_big
 from sleuth.tools.files.names import shown_name
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, ToolResult, cap_lines
+from sleuth.tools.results import ToolError, cap_lines
 from sleuth.transcripts.redact import clean_cut, redact
+from sleuth.transcripts.results import ToolResult
 
 LINE_BYTES = 4096
 # `cut` streams, so a file of one enormous line costs no memory, where `sed` alone would hold it.

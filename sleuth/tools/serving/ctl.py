@@ -81,11 +81,19 @@ class Probe(BaseModel):
     http: HttpAnswer | None = None
 
 
+class ServerProcess(BaseModel):
+    """A live process of a server: its group, its session or a descendant of its first."""
+
+    pid: int
+    ppid: int | None = None
+    cmd: str = ""
+
+
 class Status(BaseModel):
     record: ServerRecord
     alive: bool
     exit_code: int | None
-    group: list[int]
+    processes: list[ServerProcess]
     now: float
     ended_at: float | None
     fetched: dict[str, HttpAnswer]
@@ -95,7 +103,7 @@ class Status(BaseModel):
 class Stopped(BaseModel):
     record: ServerRecord
     was_running: list[int]
-    """The group's live processes when the stop began (empty: nothing was running)."""
+    """The server's live processes when the stop began (empty: nothing was running)."""
     signals: list[str]
     remaining: list[int]
     waited_s: float

@@ -12,8 +12,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from sleuth.tools.capacity.launch_check import KvCheck
+from sleuth.tools.serving.ctl import ServerProcess
 from sleuth.tools.serving.diagnose import Diagnosis
 from sleuth.tools.serving.engines import VllmEntry
+from sleuth.tools.serving.preflight import PreflightReport
 
 
 class _Data(BaseModel):
@@ -37,7 +39,7 @@ class Milestone(BaseModel):
 class LaunchData(_Data):
     """launch_server's data: the server, how its start went, and on failure why."""
 
-    OPTIONAL = ("entry_point", "diagnosis", "stopped", "kv_check")
+    OPTIONAL = ("entry_point", "diagnosis", "stopped", "kv_check", "preflight")
     server_id: str
     ready: bool
     outcome: Literal["ready", "failed", "exited", "timeout"]
@@ -60,15 +62,20 @@ class LaunchData(_Data):
     """Not ready: what stopping its process group did."""
     kv_check: KvCheck | None = None
     """The engine's KV line beside capacity_plan's prediction for this launch."""
+    preflight: PreflightReport | None = None
+    """The checks run before the launch (absent when preflight=false)."""
 
 
-class RefusedLaunch(BaseModel):
-    """launch_server's data when nothing was started (a port in use, no engine there)."""
+class RefusedLaunch(_Data):
+    """launch_server's data when nothing was started: preflight found a failure, the port
+    is in use, the engine is not there."""
 
+    OPTIONAL = ("preflight",)
     ready: Literal[False] = False
     outcome: Literal["refused"] = "refused"
     argv: list[str]
     diagnosis: Diagnosis
+    preflight: PreflightReport | None = None
 
 
 class VllmMetrics(_Data):
@@ -91,8 +98,8 @@ class ServerStatus(_Data):
     pid: int
     alive: bool
     exit_code: int | None
-    group: list[int]
-    """Live processes of its process group."""
+    processes: list[ServerProcess]
+    """Its live processes: group, session and descendants (workers that left the group)."""
     uptime_s: float
     stopped: bool
     """stop_server stopped it."""
@@ -133,7 +140,7 @@ class StopData(BaseModel):
 
     server_id: str
     was_running: list[int]
-    """The process group's live processes when the stop began."""
+    """The server's live processes when the stop began (group, session, descendants)."""
     signals: list[str]
     remaining: list[int]
     gone: bool

@@ -1,8 +1,9 @@
 """launch_server: start an inference server on a host and wait until it is ready or failed.
 
-The command line comes from `launch_input`, the wait from `readiness`; a failed launch is
-explained by `diagnose` (kind, headline, evidence, fix) under `data.diagnosis`, and its
-process group is stopped.
+Preflight runs first: a launch its checks show would fail is refused with their diagnosis,
+and nothing starts. The command line comes from `launch_input`, the wait from `readiness`;
+a failed launch is explained by `diagnose` (kind, headline, evidence, fix) under
+`data.diagnosis`, and its processes are stopped.
 """
 
 from __future__ import annotations
@@ -17,20 +18,24 @@ from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.capacity.launch_check import KvCheck, check_launch
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import tool
-from sleuth.tools.results import ToolError, ToolResult, cap_output
+from sleuth.tools.results import ToolError, cap_output
 from sleuth.tools.serving.ctl import CtlRefused, LogText, ServerRecord, Started, ctl
 from sleuth.tools.serving.data import LaunchData, Milestone, RefusedLaunch
-from sleuth.tools.serving.diagnose import Diagnosis, diagnose, split_lines
+from sleuth.tools.serving.diagnose import Diagnosis, diagnose, render
+from sleuth.tools.serving.diagnose_lines import split_lines
 from sleuth.tools.serving.engines import VllmEntry
 from sleuth.tools.serving.env_scrub import Scrubber, launch_scrubber
 from sleuth.tools.serving.launch_input import (
     LaunchServerInput,
     checked_env,
     command_line,
+    planned_command_line,
     ready_spec,
 )
+from sleuth.tools.serving.preflight import PreflightReport, run_preflight
 from sleuth.tools.serving.readiness import Watch, wait_ready
 from sleuth.tools.serving.stop import stop_quietly
+from sleuth.transcripts.results import ToolResult
 
 MODULE_NOTE = (
     "entry point: python -m vllm.entrypoints.openai.api_server (the `vllm` console script "
@@ -38,11 +43,7 @@ MODULE_NOTE = (
 )
 
 
-def _launch_argv(ctx: ToolContext, args: LaunchServerInput) -> list[str]:
-    return command_line(ctx.host(args.host), args)[0]
-
-
-@tool(mutating=True, argv=_launch_argv)
+@tool(mutating=True, argv=planned_command_line)
 def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     """Start an inference server on a host and wait until it is ready or has failed.
 
@@ -59,13 +60,16 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     on failure. Loading a large model can take many minutes; set timeout_s accordingly.
     """
     host = ctx.host(args.host)
+    checked = run_preflight(ctx, args) if args.preflight else None
     argv, engine, entry = command_line(host, args)
     ready = ready_spec(args)
     env = checked_env(args.env)
     # A custom command's port is the one its ready_url names, when it names one.
     port = (urlsplit(ready.url).port if ready.url else None) or args.port
+    if checked is not None and checked.blocked and checked.diagnosis is not None:
+        return _refused(checked.diagnosis, argv, checked)
     if isinstance(entry, Diagnosis):
-        return _refused(entry, argv)
+        return _refused(entry, argv, checked)
     server_id = new_server_id()
     start = {"id": server_id, "engine": engine, "argv": argv, "env": env, "port": port}
     try:
@@ -73,7 +77,7 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     except CtlRefused as exc:
         if exc.failure != "port_in_use":
             raise
-        return _refused(_port_in_use(str(exc)), argv)
+        return _refused(_port_in_use(str(exc)), argv, checked)
     # Read now, while the server's process surely runs: its whole environment, not just env.
     scrub = launch_scrubber(host, started.record.pid, started.record.log, env)
     try:
@@ -83,7 +87,9 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
         raise ToolError(
             scrub(f"lost track of server {server_id} while waiting for it ({exc}); {stopped}")
         ) from exc
-    launched = Launched(host.name, server_id, engine, port, started.record, argv, env, entry, scrub)
+    launched = Launched(
+        host.name, server_id, engine, port, started.record, argv, env, entry, checked, scrub
+    )
     kv_line = next((line for _, name, line in watch.milestones if name == "KV cache allocated"), "")
     check = (
         check_launch(host, engine, args.model_path or "", argv, env, kv_line) if kv_line else None
@@ -107,6 +113,7 @@ class Launched:
     argv: list[str]
     env: dict[str, str]
     entry: VllmEntry | None
+    preflight: PreflightReport | None
     scrub: Scrubber
     """Replaces the server's secret environment values (a server may log them); applied to
     the result's text and data as they leave."""
@@ -124,7 +131,7 @@ def _result(
     diagnosis: Diagnosis | None = None
     stopped: str | None = None
     if watch.outcome in ("failed", "exited"):
-        diagnosis = _diagnose_log(host, launched, watch)
+        diagnosis = _cross_checked(_diagnose_log(host, launched, watch), launched.preflight)
     if watch.outcome != "ready":
         stopped = stop_quietly(host, launched.server_id, grace_s=5.0)
     launch_data = _launch_data(launched, watch, diagnosis, stopped)
@@ -152,16 +159,41 @@ def _diagnose_log(host: SandboxedHost, launched: Launched, watch: Watch) -> Diag
     return diagnose(lines, exit_code=watch.exit_code)
 
 
-def _refused(diagnosis: Diagnosis, argv: list[str]) -> ToolResult:
+MEMORY_KINDS = ("oom_weights", "oom_activation", "kv_cache_too_small", "cuda_graph_capture")
+
+
+def _cross_checked(diagnosis: Diagnosis, checked: PreflightReport | None) -> Diagnosis:
+    """A memory failure's fix, with what the capacity rules said of the weights beforehand."""
+    fit = next((c for c in checked.checks if c.name == "weights_fit"), None) if checked else None
+    if diagnosis.kind not in MEMORY_KINDS or fit is None or fit.status == "skip":
+        return diagnosis
+    said = f"; the capacity rules gave, before the launch: {fit.detail}"
+    return diagnosis.model_copy(update={"fix": diagnosis.fix + said})
+
+
+def _refused(diagnosis: Diagnosis, argv: list[str], checked: PreflightReport | None) -> ToolResult:
     """A launch that never started: the same shape as a failed one, with its diagnosis."""
-    lines = ["the server was not started: " + diagnosis.headline, *_render_diagnosis(diagnosis)]
+    lines = ["the server was not started: " + diagnosis.headline, *render(diagnosis)]
+    lines += _preflight_failures(checked)
+    data = RefusedLaunch(argv=argv, diagnosis=diagnosis, preflight=checked)
     return ToolResult(
         ok=False,
         output="\n".join(lines),
         error=lines[0],
-        data=RefusedLaunch(argv=argv, diagnosis=diagnosis).model_dump(mode="json"),
+        data=data.model_dump(mode="json"),
         argv=[argv],
     )
+
+
+def _preflight_failures(checked: PreflightReport | None) -> list[str]:
+    """Every failing preflight check, one line each (the launch's own or a refusal's)."""
+    failing = [c for c in checked.checks if c.status in ("fail", "warn")] if checked else []
+    if checked is None or not failing:
+        return []
+    return [
+        f"preflight ({checked.seconds:.1f} s) found:",
+        *(f"  {c.name} [{c.kind or c.status}, {c.confidence}]: {c.detail}" for c in failing),
+    ]
 
 
 def _port_in_use(message: str) -> Diagnosis:
@@ -172,15 +204,6 @@ def _port_in_use(message: str) -> Diagnosis:
         fix="pick a free port, or stop the server that holds this one (server_status lists "
         "the servers Sleuth started)",
     )
-
-
-def _render_diagnosis(d: Diagnosis) -> list[str]:
-    return [
-        f"diagnosis: {d.kind}: {d.headline}",
-        f"fix: {d.fix}",
-        "evidence (from the log):",
-        *(f"  {line}" for line in d.evidence),
-    ]
 
 
 def _launch_data(
@@ -208,6 +231,7 @@ def _launch_data(
         entry_point=launched.entry,
         diagnosis=diagnosis,
         stopped=stopped,
+        preflight=launched.preflight,
     )
 
 
@@ -218,6 +242,7 @@ def _summary(
     lines = _head(launched, watch)
     if launched.entry == "module":
         lines.insert(2, MODULE_NOTE)
+    lines[2:2] = _preflight_failures(launched.preflight)
     if diagnosis is not None:
         # The first line (the error a terminal shows) states the cause, not the log's
         # first failure line, which is often "Traceback (most recent call last):".
@@ -225,7 +250,7 @@ def _summary(
             f"server {launched.server_id} failed after {watch.elapsed_s:.1f} s "
             f"({diagnosis.kind}): {diagnosis.headline}"
         )
-        lines[1:1] = _render_diagnosis(diagnosis)
+        lines[1:1] = render(diagnosis)
     if stopped is not None:
         lines.append(stopped)
         lines += ["log tail:", watch.tail or "(log is empty)"]

@@ -4,11 +4,15 @@ vLLM's entry point), the readiness check and the server's environment."""
 from __future__ import annotations
 
 import json
+import posixpath
 import re
+from collections.abc import Callable
+from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from sleuth.config import HostConfig
 from sleuth.hosts.host import HostError
 from sleuth.hosts.policy import SandboxedHost, check_arg
 from sleuth.tools.registry import ToolInput
@@ -41,7 +45,10 @@ VLLM_ENTRY_CHECK = (
 ENGINE_OPTIONS = ("model_path", "tp", "quantization", "speculative", "mem_fraction", "python")
 
 
-class LaunchServerInput(ToolInput):
+class EngineLaunch(ToolInput):
+    """What starts a server: the engine, the model and the engine's options (launch_server's
+    input and preflight's)."""
+
     engine: Engine = Field(
         description="sglang or vllm (command line built from the options below), or command "
         "(your own argv in `command`, readiness from ready_url and/or ready_log_line)"
@@ -69,8 +76,6 @@ class LaunchServerInput(ToolInput):
     env: dict[str, str] = Field(
         default_factory=dict, description="Environment variables for the server, NAME: value"
     )
-    timeout_s: float = Field(1800.0, gt=0, le=7200, description="Give up after this long")
-    poll_s: float = Field(2.0, ge=0.05, le=60, description="Seconds between readiness checks")
     ready_url: str | None = Field(
         None, description="command only: http://127.0.0.1:PORT/... that answers 200 when ready"
     )
@@ -85,13 +90,66 @@ class LaunchServerInput(ToolInput):
         "its `vllm` script is taken from the same folder)",
     )
 
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        # Checked with the input, before consent: the approval shows and matches these names.
+        for name in env:
+            if not ENV_NAME.match(name):
+                raise ValueError(
+                    f"environment variable name {name!r} is not of the form [A-Z_][A-Z0-9_]*"
+                )
+        return env
+
+
+class LaunchServerInput(EngineLaunch):
+    timeout_s: float = Field(1800.0, gt=0, le=7200, description="Give up after this long")
+    poll_s: float = Field(2.0, ge=0.05, le=60, description="Seconds between readiness checks")
+    preflight: bool = Field(
+        True,
+        description="Run the preflight checks first and refuse a launch they show would fail "
+        "(false: launch anyway, e.g. when a check's rule is older than the engine)",
+    )
+
 
 def command_line(
-    host: SandboxedHost, args: LaunchServerInput
+    host: SandboxedHost, args: EngineLaunch
 ) -> tuple[list[str], Engine, VllmEntry | Diagnosis | None]:
-    """The argv, the engine, and for vLLM which entry point (or why there is none)."""
+    """The argv, the engine, and for vLLM which entry point (or why there is none). Paths are
+    resolved on the host and vLLM's entry point probed with the interpreter: only after the
+    call is approved."""
     if args.engine == "command":
         return _custom_command(args), "command", None
+    python = check_arg(args.python or host.config.python, "python")
+    entry = vllm_entry(host, python) if args.engine == "vllm" else None
+    opts = _preset(args, args.engine, python, host.resolve, entry == "module")
+    return build_argv(opts), args.engine, entry
+
+
+def planned_command_line(config: HostConfig, args: LaunchServerInput) -> list[str]:
+    """The argv an approval shows and matches, from the inputs and the host's configuration
+    alone: relative paths joined to the first root as text, vLLM as its `vllm` script. Nothing
+    is run, probed or stat'ed on the host."""
+    if args.engine == "command":
+        return _custom_command(args)
+    python = check_arg(args.python or config.python, "python")
+    base = config.roots[0] if config.roots else "/"
+
+    def joined(path: str) -> str:
+        return posixpath.normpath(posixpath.join(base, check_arg(path, "path")))
+
+    return build_argv(_preset(args, args.engine, python, joined, False))
+
+
+def _preset(
+    args: EngineLaunch,
+    engine: Literal["sglang", "vllm"],
+    python: str,
+    resolve: Callable[[str], str],
+    module: bool,
+) -> LaunchOptions:
+    """An engine preset's options, its paths passed through `resolve`; `module` starts vLLM
+    as `python -m ...` rather than its `vllm` script."""
     if args.command:
         raise ToolError(
             f"`command` is for engine=command; for {args.engine} use the typed "
@@ -106,12 +164,10 @@ def command_line(
         raise ToolError(f"{args.engine} needs model_path, the model folder on the host")
     spec = args.speculative
     if spec is not None and spec.draft_model_path is not None:
-        spec = spec.model_copy(update={"draft_model_path": host.resolve(spec.draft_model_path)})
-    python = check_arg(args.python or host.config.python, "python")
-    entry = vllm_entry(host, python) if args.engine == "vllm" else None
-    opts = LaunchOptions(
-        engine=args.engine,
-        model_path=host.resolve(args.model_path),
+        spec = spec.model_copy(update={"draft_model_path": resolve(spec.draft_model_path)})
+    return LaunchOptions(
+        engine=engine,
+        model_path=resolve(args.model_path),
         port=args.port,
         tp=args.tp,
         quantization=args.quantization,
@@ -119,12 +175,11 @@ def command_line(
         mem_fraction=args.mem_fraction,
         extra_args=[check_arg(a, "extra argument") for a in args.extra_args],
         python=python,
-        vllm_entry=entry if entry == "module" else "script",
+        vllm_entry="module" if module else "script",
     )
-    return build_argv(opts), args.engine, entry
 
 
-def _custom_command(args: LaunchServerInput) -> list[str]:
+def _custom_command(args: EngineLaunch) -> list[str]:
     given = [name for name in ENGINE_OPTIONS if getattr(args, name) is not None]
     given += ["extra_args"] if args.extra_args else []
     if given:
@@ -180,7 +235,7 @@ def vllm_entry(host: SandboxedHost, python: str) -> VllmEntry | Diagnosis:
     )
 
 
-def ready_spec(args: LaunchServerInput) -> ReadySpec:
+def ready_spec(args: EngineLaunch) -> ReadySpec:
     built_in = engine_ready(args.engine, args.port)
     if built_in is not None:
         return built_in
@@ -202,10 +257,7 @@ def ready_spec(args: LaunchServerInput) -> ReadySpec:
 
 
 def checked_env(env: dict[str, str]) -> dict[str, str]:
+    """The server's environment: names were checked with the input, values here."""
     for name, value in env.items():
-        if not ENV_NAME.match(name):
-            raise ToolError(
-                f"environment variable name {name!r} is not of the form [A-Z_][A-Z0-9_]*"
-            )
         check_arg(value, f"value of {name}")
     return dict(env)

@@ -16,7 +16,7 @@ from pydantic import Field
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolResult, cap_output
+from sleuth.tools.results import cap_output
 from sleuth.tools.serving.ctl import (
     SERVER_ID_PATTERN,
     HttpAnswer,
@@ -28,6 +28,7 @@ from sleuth.tools.serving.ctl import (
 from sleuth.tools.serving.data import ServerList, ServerStatus, ServerSummary, VllmMetrics
 from sleuth.tools.serving.env_scrub import status_scrubber
 from sleuth.tools.serving.stop import stop_command
+from sleuth.transcripts.results import ToolResult
 
 # What server_status fetches; /server_info is the newer name of SGLang's /get_server_info.
 STATUS_PATHS = {
@@ -86,7 +87,7 @@ def server_status(ctx: ToolContext, args: ServerStatusInput) -> ToolResult:
         Status,
     )
     # The log tail and the engine's pages may echo the server's secret environment values.
-    pids = [status.record.pid, *status.group] if status.alive else []
+    pids = [status.record.pid, *(p.pid for p in status.processes)] if status.alive else []
     scrub = status_scrubber(host, pids, status.record.log)
     data = status_data(status)
     text, cut = cap_output(
@@ -113,7 +114,7 @@ def status_data(status: Status) -> ServerStatus:
         pid=record.pid,
         alive=status.alive,
         exit_code=status.exit_code,
-        group=status.group,
+        processes=status.processes,
         uptime_s=round(
             _ended(record, status.alive, status.ended_at, status.now) - record.started_at, 1
         ),
@@ -205,7 +206,7 @@ def _state(data: ServerStatus) -> str:
         state = "alive"
         if data.ready is not None:
             state += ", ready" if data.ready else ", NOT ready (health check failing)"
-        return state + f"; up {data.uptime_s:.0f} s"
+        return state + f"; up {data.uptime_s:.0f} s; {len(data.processes)} process(es)"
     if data.stopped:
         return (
             f"stopped by stop_server at {data.stopped_at} after {data.uptime_s:.0f} s "
@@ -220,6 +221,12 @@ def render_status(data: ServerStatus) -> str:
         f"server {data.server_id} ({data.engine}, port {data.port}, pid {data.pid}): "
         + _state(data)
     ]
+    if data.processes and not data.alive:
+        lines.append(
+            f"STILL ALIVE: {len(data.processes)} of its processes outlived it; stop_server ends "
+            "them"
+        )
+    lines += [f"  pid {p.pid} (parent {p.ppid}): {p.cmd[:200]}" for p in data.processes]
     if data.models is not None:
         lines.append(f"/v1/models: {data.models}")
     if data.server_info is not None:

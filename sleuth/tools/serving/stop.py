@@ -9,9 +9,9 @@ from pydantic import Field
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolResult
 from sleuth.tools.serving.ctl import SERVER_ID_PATTERN, Stopped, ctl
 from sleuth.tools.serving.data import StopData
+from sleuth.transcripts.results import ToolResult
 
 
 class StopServerInput(ToolInput):
@@ -21,9 +21,10 @@ class StopServerInput(ToolInput):
 
 @tool(mutating=True)
 def stop_server(ctx: ToolContext, args: StopServerInput) -> ToolResult:
-    """Stop a server started by launch_server: SIGTERM to its process group, SIGKILL after
-    grace_s if anything is left, then confirm that no process of the group remains. Its log
-    and record stay on the host."""
+    """Stop a server started by launch_server: SIGTERM to its process group and to every
+    other process it started (workers that left the group, orphans seen while it ran),
+    SIGKILL after grace_s to whatever is left, then confirm that none remains. Its log and
+    record stay on the host."""
     host = ctx.host(args.host)
     out = stop(host, args.server_id, args.grace_s)
     text = describe_stop(args.server_id, out)
@@ -41,7 +42,7 @@ def stop_server(ctx: ToolContext, args: StopServerInput) -> ToolResult:
 
 
 def stop(host: SandboxedHost, server_id: str, grace_s: float) -> Stopped:
-    """SIGTERM the server's process group, SIGKILL after `grace_s`, on the host."""
+    """SIGTERM the server's processes, SIGKILL after `grace_s`, on the host."""
     return ctl(host, "stop", {"id": server_id, "grace_s": grace_s}, Stopped, timeout=grace_s + 30.0)
 
 
@@ -51,8 +52,7 @@ def stop_quietly(host: SandboxedHost, server_id: str, grace_s: float = 5.0) -> s
         out = stop(host, server_id, grace_s)
     except Exception as exc:
         return (
-            f"could not stop its process group ({exc}); stop it with stop_server "
-            f"server_id={server_id}"
+            f"could not stop its processes ({exc}); stop it with stop_server server_id={server_id}"
         )
     return describe_stop(server_id, out)
 
@@ -69,12 +69,10 @@ def describe_stop(server_id: str, out: Stopped) -> str:
     if not out.was_running:
         return f"server {server_id} (process group {pgid}) was no longer running; nothing to stop"
     sent = " then ".join(out.signals)
+    which = f"process group {pgid} and its {len(out.was_running)} process(es)"
     if out.remaining:
         return (
-            f"server {server_id}: sent {sent} to process group {pgid}, but processes "
-            f"{out.remaining} are still there"
+            f"server {server_id}: sent {sent} to {which}, but processes {out.remaining} are "
+            f"still there"
         )
-    return (
-        f"server {server_id}: sent {sent} to process group {pgid}; all its processes are "
-        f"gone after {out.waited_s:.1f} s"
-    )
+    return f"server {server_id}: sent {sent} to {which}; all are gone after {out.waited_s:.1f} s"

@@ -61,19 +61,20 @@ def _e(text: object) -> str:
 
 
 def _html_call(call: ToolExecuted) -> str:
-    cls = "ok" if call.ok and call.exit_code in (None, 0) else "bad"
-    cut = f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""
+    cls = "ok" if call.result.ok and call.result.exit_code in (None, 0) else "bad"
+    result = call.result
+    cut = f" · {result.bytes_cut} bytes cut" if result.bytes_cut else ""
     parts = [
         f'<div class="call" id="{anchor(call.call_id)}">',
         f'<div class="call-head"><b>{_e(call.tool)}</b>'
         + (f" on <code>{_e(call.host)}</code>" if call.host else "")
-        + f' · <span class="{cls}">{_e(call_status(call))}</span> · {call.duration_s:.2f} s{cut}'
+        + f' · <span class="{cls}">{_e(call_status(call))}</span> · {result.duration_s:.2f} s{cut}'
         f" · call <code>{_e(call.call_id)}</code></div>",
         f"<pre>{_e(json.dumps(call.input, ensure_ascii=False))}</pre>",
     ]
-    if call.argv:
+    if call.result.argv:
         parts.append(f"<pre>$ {_e(chr(10).join(command_lines(call)))}</pre>")
-    output = call.output or "(no output)"
+    output = call.result.output or "(no output)"
     if is_long(output):
         count = output.count("\n") + 1
         parts.append(

@@ -45,14 +45,14 @@ def _md_call(call: ToolExecuted) -> list[str]:
     lines = [
         f'<a id="{anchor(call.call_id)}"></a>',
         f"**Call `{call.call_id}`: {tool_where(call)}** · {call_status(call)}"
-        f" · {call.duration_s:.2f} s"
-        + (f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""),
+        f" · {call.result.duration_s:.2f} s"
+        + (f" · {call.result.bytes_cut} bytes cut" if call.result.bytes_cut else ""),
         "",
         _fence(json.dumps(call.input, ensure_ascii=False), "json"),
     ]
-    if call.argv:
+    if call.result.argv:
         lines += ["", "Ran:", "", _fence("\n".join(command_lines(call)), "sh")]
-    output = call.output or "(no output)"
+    output = call.result.output or "(no output)"
     if is_long(output):
         count = output.count("\n") + 1
         lines += ["", f"<details><summary>output ({count} lines)</summary>", ""]

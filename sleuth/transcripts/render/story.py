@@ -68,7 +68,7 @@ def reasoning(turn: ModelTurn) -> str:
 
 
 def command_lines(call: ToolExecuted) -> list[str]:
-    return [" ".join(_shell_word(word) for word in argv) for argv in call.argv]
+    return [" ".join(_shell_word(word) for word in argv) for argv in call.result.argv]
 
 
 def _shell_word(word: str) -> str:
@@ -104,9 +104,9 @@ def segment_line(s: SessionStarted, number: int) -> str:
 
 
 def call_status(call: ToolExecuted) -> str:
-    if not call.ok:
+    if not call.result.ok:
         return "failed"
-    return "ok" if call.exit_code in (None, 0) else f"exit {call.exit_code}"
+    return "ok" if call.result.exit_code in (None, 0) else f"exit {call.result.exit_code}"
 
 
 def totals_line(story: Story) -> str:

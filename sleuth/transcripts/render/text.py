@@ -52,16 +52,16 @@ def _fold_text(output: str) -> str:
 
 
 def _rich_call(call: ToolExecuted) -> RenderableType:
-    colour = "green" if call.ok and call.exit_code in (None, 0) else "red"
-    cut = f" · {call.bytes_cut} bytes cut" if call.bytes_cut else ""
+    colour = "green" if call.result.ok and call.result.exit_code in (None, 0) else "red"
+    cut = f" · {call.result.bytes_cut} bytes cut" if call.result.bytes_cut else ""
     where = f" on [cyan]{escape(call.host)}[/]" if call.host else ""
     title = (
         f"[bold]{escape(call.tool)}[/]{where} · "
-        f"[{colour}]{escape(call_status(call))}[/] · {call.duration_s:.2f} s{cut}"
+        f"[{colour}]{escape(call_status(call))}[/] · {call.result.duration_s:.2f} s{cut}"
     )
     body = [Text(json.dumps(call.input, ensure_ascii=False), style="dim")]
     body += [Text("$ " + line, style="yellow") for line in command_lines(call)]
-    body.append(Text(_fold_text(call.output or "(no output)")))
+    body.append(Text(_fold_text(call.result.output or "(no output)")))
     return Panel(Group(*body), title=title, subtitle=escape(call.call_id), title_align="left")
 
 

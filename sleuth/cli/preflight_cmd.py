@@ -1,0 +1,102 @@
+"""`sleuth preflight ENGINE MODEL_PATH`: would this launch fail? Checked without launching,
+with launch_server's own options; the call is recorded as a transcript."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+
+from sleuth.agent.session import run_cli_call
+from sleuth.cli.common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    ConfigOption,
+    JsonOption,
+    console,
+    err_console,
+    fail,
+    print_json,
+    settings_or_exit,
+)
+from sleuth.config import ConfigError
+from sleuth.errors import ErrorKind
+from sleuth.outputs import ToolOutput
+from sleuth.tools.context import build_context
+from sleuth.transcripts.store import TranscriptError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("preflight")(preflight)
+
+
+def preflight(
+    engine: str = typer.Argument(..., help="vllm or sglang."),
+    model_path: str = typer.Argument(..., help="The model folder on the host."),
+    extra_args: list[str] = typer.Argument(
+        None, help="Engine arguments after --, as launch_server's extra_args."
+    ),
+    host: str = typer.Option("local", "--host", "-H", help="Host to check (from sleuth.toml)."),
+    port: int = typer.Option(30000, "--port", help="The port the server would listen on."),
+    tp: int | None = typer.Option(None, "--tp", help="Tensor-parallel size."),
+    quantization: str | None = typer.Option(None, "--quantization", help="Engine's method."),
+    python: str | None = typer.Option(None, "--python", help="The engine environment's python."),
+    env: list[str] = typer.Option([], "--env", help="NAME=VALUE for the server, repeatable."),
+    accept_new_host_key: bool = typer.Option(
+        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
+    ),
+    transcripts: Path = typer.Option(
+        Path("transcripts"), "--transcripts", help="Folder the call's transcript is written to."
+    ),
+    as_json: bool = JsonOption,
+    config: Path | None = ConfigOption,
+) -> None:
+    """Check, without launching, whether launch_server with these options would fail: the
+    engine and its entry point, the port, GPUs against dtype and quantisation, the driver,
+    tensor parallel against heads, every shard, the context, /dev/shm and disk. Exits 0 when
+    nothing blocks the launch, 1 when a check says it would fail.
+
+    Example: sleuth preflight vllm /models/Llama-3.1-8B --host gpu1 --tp 2 -- --max-model-len 32768
+    """
+    inputs: dict[str, Any] = {
+        "host": host,
+        "engine": engine,
+        "model_path": model_path,
+        "port": port,
+        "extra_args": extra_args or [],
+        "env": dict(_pair(p) for p in env),
+    }
+    inputs.update({k: v for k, v in (("tp", tp), ("quantization", quantization),
+                                      ("python", python)) if v is not None})  # fmt: skip
+    settings = settings_or_exit(config)
+    try:
+        ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    try:
+        with err_console.status(f"preflight on {host}", spinner="dots"):
+            result, transcript = run_cli_call(transcripts, ctx, "preflight", inputs)
+    except TranscriptError as exc:
+        fail(str(exc))
+    finally:
+        ctx.close()
+    if as_json:
+        print_json(ToolOutput(**result.model_dump(), transcript=str(transcript)))
+    elif result.ok:
+        console.print(escape(result.output), highlight=False, soft_wrap=True)
+        console.print(f"[dim]Transcript: {escape(str(transcript))}[/]", soft_wrap=True)
+    else:
+        console.print(f"[bold red]preflight failed:[/] {escape(result.error or '')}")
+    if not result.ok:
+        raise typer.Exit(EXIT_USAGE if result.error_kind is ErrorKind.INVALID_INPUT else EXIT_ERROR)
+    if result.data["blocked"]:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        fail(f"--env {text!r} is not NAME=VALUE", EXIT_USAGE)
+    return name, value

@@ -1,0 +1,115 @@
+"""diagnose_log: why did this server fail, for any server's log, whoever started it.
+
+Most failed servers were started by systemd, Kubernetes or a shell script, not by
+launch_server: this tool reads the end of a log file on a host (inside its roots) or the last
+lines of a systemd unit's journal, and diagnoses it like a failed launch. It only reads.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, model_validator
+
+from sleuth.hosts.host import HostError
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.context import ToolContext
+from sleuth.tools.registry import ToolInput, tool
+from sleuth.tools.results import ToolError, cap_output
+from sleuth.tools.serving.diagnose import Diagnosis, diagnose, render
+from sleuth.tools.serving.diagnose_facts import Engine
+from sleuth.tools.serving.diagnose_lines import split_lines
+from sleuth.transcripts.results import ToolResult
+
+TAIL_BYTES = 1 << 20
+"""At most this much of the end of a log file is read: the failure is at the end."""
+UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
+
+
+class DiagnoseLogInput(ToolInput):
+    path: str | None = Field(
+        None, description="Log file on the host (inside its roots), e.g. /var/log/vllm.log"
+    )
+    unit: str | None = Field(
+        None,
+        description="systemd unit whose journal to read instead, e.g. vllm.service "
+        "(needs journalctl on the host)",
+    )
+    lines: int = Field(2000, ge=10, le=20000, description="How many last lines to read")
+    engine: Engine | None = Field(
+        None, description="vllm or sglang, to name its flags in the fix; guessed from the log"
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DiagnoseLogInput:
+        if (self.path is None) == (self.unit is None):
+            raise ValueError("give exactly one of path (a log file) or unit (a systemd unit)")
+        if self.unit is not None and (not UNIT_NAME.match(self.unit) or self.unit.startswith("-")):
+            raise ValueError(f"unit {self.unit!r} is not a systemd unit name")
+        return self
+
+
+@tool()
+def diagnose_log(ctx: ToolContext, args: DiagnoseLogInput) -> ToolResult:
+    """Explain why an inference server (vLLM, SGLang) failed to start, from its log.
+
+    For servers started outside Sleuth (systemd, Kubernetes, a script): give `path`, a log
+    file inside the host's roots (its last `lines` lines are read), or `unit`, a systemd
+    unit whose journal is read with journalctl. Returns the failure `kind` (e.g.
+    kv_cache_too_small, oom_weights, tp_divisibility, driver_mismatch, unknown), its
+    `confidence` (high: the log states it; low: the best reading), the `headline` (the log
+    line that states the cause), evidence lines as logged, and a `fix` with the numbers the
+    engine logged. Read-only.
+    """
+    host = ctx.host(args.host)
+    if args.path is not None:
+        source, text, argv = _read_file(host, args.path)
+    else:
+        source, text, argv = _read_journal(host, args.unit or "", args.lines)
+    lines = split_lines(text)[-args.lines :]
+    found = diagnose(lines, engine=args.engine)
+    return _result(ctx, source, len(lines), found, argv)
+
+
+def _read_file(host: SandboxedHost, asked: str) -> tuple[str, str, list[list[str]]]:
+    path = host.resolve(asked)
+    st = host.host.stat(path)
+    if st.kind != "file":
+        raise ToolError(f"{path} is not a file on host {host.name!r} ({st.kind})")
+    start = max(0, st.size - TAIL_BYTES)
+    raw = host.host.read_range(path, start, st.size - start)
+    text = raw.decode(errors="replace")
+    if start:  # the first line read is a partial one
+        text = text.partition("\n")[2]
+    return path, text, []
+
+
+def _read_journal(host: SandboxedHost, unit: str, lines: int) -> tuple[str, str, list[list[str]]]:
+    # `--output=cat` prints the messages alone; the unit travels inside its own option word.
+    argv = ["journalctl", "--no-pager", "--output=cat", f"--lines={lines}", f"--unit={unit}"]
+    try:
+        run = host.run(argv, max_bytes=TAIL_BYTES)
+    except HostError as exc:
+        raise ToolError(f"could not run journalctl on host {host.name!r}: {exc}") from exc
+    if run.exit_code == 127 or (b"not found" in run.stderr and not run.stdout):
+        raise ToolError(
+            f"journalctl is not on host {host.name!r} (no systemd journal there); give the "
+            "server's log file as `path` instead"
+        )
+    if run.timed_out or run.exit_code != 0:
+        err = run.stderr.decode(errors="replace").strip()[-500:]
+        raise ToolError(f"journalctl failed on host {host.name!r} (exit {run.exit_code}): {err}")
+    return f"journal of {unit}", run.stdout.decode(errors="replace"), [run.argv]
+
+
+def _result(
+    ctx: ToolContext, source: str, read: int, found: Diagnosis, argv: list[list[str]]
+) -> ToolResult:
+    head = f"{source}: last {read} lines read"
+    text, cut = cap_output(
+        "\n".join([head, *render(found)]),
+        ctx.limits.max_output_bytes,
+        ctx.limits.max_output_lines,
+    )
+    data = {"source": source, "lines_read": read, "diagnosis": found.model_dump()}
+    return ToolResult(ok=True, output=text, data=data, argv=argv, bytes_cut=cut)
