@@ -63,10 +63,11 @@ _PATTERNS: list[tuple[str, str]] = [
     ("npm-token", r"npm_(?<![A-Za-z0-9_]npm_)[A-Za-z0-9]{36}"),
     ("bearer-token", r"(?P<keep>\b(?i:bearer)\s+)[A-Za-z0-9._~+/-]{16,}=*"),
     # `scheme://user:pw@host`, `redis://:pw@host`, `//user:pw@host`; a password may hold
-    # `@` and `:` (the host is what follows the last `@`).
+    # `@`, `:` and, unencoded as it should not be, `/` (base64): the host is what follows
+    # the last `@` before the authority ends.
     (
         "url-password",
-        rf"(?P<keep>//[^\s:/?#@\"'<>]*:)[^\s/?#\"'<>]+?(?=@{_HOST}{_AUTHORITY_END})",
+        rf"(?P<keep>//[^\s:/?#@\"'<>]*:)[^\s?#\"'<>]+?(?=@{_HOST}{_AUTHORITY_END})",
     ),
     ("jwt", r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     (

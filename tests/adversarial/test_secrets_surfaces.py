@@ -152,6 +152,7 @@ def _toml(root: Path, sshd: SSHServer) -> str:
         hosts += f'roots = ["{root}"]\nallow = {json.dumps(ALLOW)}\n'
         hosts += f"[hosts.{name}.approve]\n"
         hosts += 'tools = ["server_status", "stop_server"]\ncommands = [["sh", "-c"]]\n'
+        hosts += 'env = ["DB_PASSWORD", "SERVICE_TOKEN"]\n'
     return f'known_hosts = "{root.parent}/sleuth_known_hosts"\n' + hosts
 
 

@@ -52,13 +52,21 @@ def launch_secrets(env: Mapping[str, str]) -> list[str]:
     return [v for k, v in env.items() if LAUNCH_SECRET_NAME.search(k) and _worth_hiding(v)]
 
 
+NOT_SECRET = frozenset({"PWD", "OLDPWD"})
+"""Names the key rules read as secret (`pwd`) that a shell sets to a folder."""
+
+
 def inherited_secrets(pairs: Iterable[tuple[str, str]]) -> list[str]:
     """The values of a process environment under a name the redactor calls secret
-    (`HF_TOKEN`, `DB_PASSWORD`; not `TOKENIZERS_PARALLELISM`)."""
+    (`HF_TOKEN`, `DB_PASSWORD`; not `TOKENIZERS_PARALLELISM`). A path is no secret
+    (`SSH_AUTH_SOCK`, `XAUTHORITY` name files), and hiding one would hide it in every log."""
     return [
         value
         for name, value in pairs
-        if (secret_key_label(name) or SECRET_NAME.fullmatch(name)) and _worth_hiding(value)
+        if name not in NOT_SECRET
+        and (secret_key_label(name) or SECRET_NAME.fullmatch(name))
+        and _worth_hiding(value)
+        and not value.startswith("/")
     ]
 
 
