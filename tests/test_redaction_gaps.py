@@ -20,12 +20,15 @@ from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.program import secret_scan
 from sleuth.mcp.session import ClientInfo, McpSession
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, deny_all
 from sleuth.tools.context import ToolContext
+from sleuth.tools.files.keyed_secrets import RULES
 from sleuth.tools.results import cap_lines
 from sleuth.transcripts.events import ToolExecuted
 from sleuth.transcripts.redact import clear_registered_secrets, redact, redact_data
+from sleuth.transcripts.secret_keys import secret_key_label
 from sleuth.transcripts.store import TranscriptWriter
 from tests.canaries import canary, leaked, plain
 
@@ -108,6 +111,13 @@ def test_a_value_under_a_secret_key_is_hidden_however_the_key_is_written(key: st
     assert leaked([value], shown) == [], shown
     assert "[REDACTED:by-key" in shown["server"][key]
     assert "[REDACTED:by-key" in shown["note"]  # its echo elsewhere too
+
+
+def test_the_host_side_scanner_reads_keys_as_the_redactor_does() -> None:
+    rules = secret_scan.Rules(json.loads(RULES))
+    ordinary = ["bos_token", "max_tokens", "passage", "secretary", "model", "token_count"]
+    for key in [*KEYS, *ordinary, "pass%zzword", "\\npassword", "ＡＰＩ＿ＫＥＹ"]:
+        assert rules.label(key) == secret_key_label(key), key
 
 
 def test_ordinary_keys_keep_their_values() -> None:
