@@ -13,7 +13,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from sleuth.agent.replay.compare import ReplayResult
+from sleuth.tools.bench.ab_run import ABResult
 from sleuth.tools.bench.compare import CompareReport
+from sleuth.tools.bench.goodput import GoodputSearch
 from sleuth.tools.bench.models import BenchRun
 from sleuth.transcripts.events import Finding, SessionStatus, Totals
 from sleuth.transcripts.results import ToolResult
@@ -59,6 +61,26 @@ class BenchOutput(BenchRun):
     csv: str = Field(description="One row per phase.")
     html: str = Field(description="The self-contained report: tables, plots, timeline.")
     plot: str | None = Field(None, description="The PNG of a sweep, when matplotlib drew one.")
+    plots: list[str] = Field(default_factory=list, description="Every PNG drawn for the run.")
+    exported: list[str] = Field(
+        default_factory=list, description="The aiperf or inference-perf files (--export)."
+    )
+
+
+class BenchABOutput(ABResult):
+    """`sleuth bench ab --json`: both sides, every run, and the verdict per metric."""
+
+    schema_version: int = OUTPUT_SCHEMA_VERSION
+    transcript: str = Field(description="The transcript recording the ab_benchmark call.")
+    plots: list[str] = Field(default_factory=list, description="The intervals and CDF PNGs.")
+
+
+class BenchGoodputOutput(GoodputSearch):
+    """`sleuth bench --find-max-rate --json`: the highest rate meeting the SLOs, and probes."""
+
+    schema_version: int = OUTPUT_SCHEMA_VERSION
+    transcript: str = Field(description="The transcript recording the goodput_search call.")
+    plot: str | None = Field(None, description="Goodput and share against the rate.")
 
 
 OUTPUTS: dict[str, type[BaseModel]] = {
@@ -68,6 +90,8 @@ OUTPUTS: dict[str, type[BaseModel]] = {
     "replay": ReplayOutput,
     "bench": BenchOutput,
     "bench-compare": CompareReport,
+    "bench-ab": BenchABOutput,
+    "bench-goodput": BenchGoodputOutput,
 }
 """Command name -> the model of its `--json` output."""
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sleuth.hosts.program import program
+from sleuth.hosts.program import SECRET_RUNNER, program, with_secrets
 from sleuth.tools.bench.metrics import parse_lines, summarise
 from sleuth.tools.bench.models import BenchReport, ClientLimits, Slo
 
@@ -77,21 +77,30 @@ STALL_S = 0.005
 
 
 def run_loadgen(
-    url: str, model: str, *args: str, realtime: bool = True, tmp: Path, attempts: int = 3
+    url: str,
+    model: str,
+    *args: str,
+    realtime: bool = True,
+    tmp: Path,
+    attempts: int = 3,
+    stdin_data: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Run the real load generator program, as the tool sends it, and return its lines.
+    """Run the real load generator program, as the tool sends it, and return its lines;
+    `stdin_data` (headers, a trace's rows) goes in on stdin as the tool sends it.
 
     The load generator watches its own event loop. When it saw a stall (this shared
     machine not running it for a few milliseconds), the timings of that run are the
     machine's, not the code's, so the run is repeated, up to `attempts` times.
     """
+    head = ["-c", SECRET_RUNNER] if stdin_data is not None else ["-"]
+    stdin = with_secrets("loadgen.py", stdin_data) if stdin_data else program("loadgen.py")
     lines: list[str] = []
     for _ in range(attempts):
         out = tmp / f"{model}-{time.monotonic_ns()}.jsonl"
         argv = [
             *(realtime_prefix() if realtime else []),
             sys.executable,
-            "-",
+            *head,
             "--url",
             url,
             "--model",
@@ -102,7 +111,7 @@ def run_loadgen(
         ]
         done = subprocess.run(
             argv,
-            input=program("loadgen.py"),
+            input=stdin,
             capture_output=True,
             timeout=120,
             env={**os.environ, "PYTHONHASHSEED": "0"},
@@ -151,3 +160,13 @@ def train_tokenizer(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tok.save(str(folder / "tokenizer.json"))
     return folder
+
+
+def server_arrivals(url: str) -> list[float]:
+    """When each generation request reached the synthetic server (CLOCK_MONOTONIC, the load
+    generator's clock too), in arrival order."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/arrivals", timeout=10) as resp:
+        arrivals: list[float] = json.loads(resp.read())
+    return arrivals

@@ -267,6 +267,9 @@ class SyntheticServer:
         self.prefix_queries = 0
         self.prefix_hits = 0
         self.seen_prefixes: set[str] = set()
+        self.arrivals: list[float] = []
+        """When each generation request's first byte arrived (CLOCK_MONOTONIC, as the load
+        generator's perf_counter), served at /arrivals for the replay-timing tests."""
 
     def count_tokens(self, text: str) -> int:
         if self.tokenizer is not None:
@@ -292,6 +295,8 @@ class SyntheticServer:
             await conn.send_json(200, self.server_info())
         elif path == "/metrics":
             await conn.send_plain(200, self.metrics().encode())
+        elif path == "/arrivals":
+            await conn.send_json(200, self.arrivals)
         else:
             await conn.send_json(404, {"error": {"message": f"no route {method} {path}"}})
 
@@ -321,6 +326,7 @@ class SyntheticServer:
         model = str(body.get("model", self.default))
         profile = self.profiles.get(model, self.profiles[self.default])
         self.requests += 1
+        self.arrivals.append(arrived)
         system = [m for m in body.get("messages", []) if m.get("role") == "system"]
         for m in system:
             n = self.count_tokens(str(m.get("content", "")))

@@ -149,6 +149,10 @@ def test_sleuth_bench_sweep_prints_json_and_draws_the_plot(
     data = json.loads(result.output)
     assert [p["concurrency_target"] for p in data["report"]["phases"]] == [1, 2]
     assert Path(data["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Beside the percentiles: latency CDFs per phase, and throughput against concurrency.
+    names = [Path(p).name.removeprefix(Path(data["jsonl"]).stem) for p in data["plots"]]
+    assert names == [".png", "-cdf.png", "-rates.png"]
+    assert all(Path(p).read_bytes()[:4] == b"\x89PNG" for p in data["plots"])
     assert Path(data["jsonl"]).parent == tmp_path / "bench-results"
     bad = CliRunner().invoke(app, ["bench", server, "-m", "fast", "-c", "1", "-r", "3"])
     assert bad.exit_code == 2 and "exactly one of" in bad.output
@@ -161,7 +165,8 @@ def test_api_key_reaches_the_remote_load_generator_on_stdin_never_in_ps(
     import subprocess
     import threading
 
-    from sleuth.tools.bench.run_benchmark import RunBenchmarkInput, benchmark
+    from sleuth.tools.bench.bench_input import RunBenchmarkInput
+    from sleuth.tools.bench.run_benchmark import benchmark
 
     key = "sk-remote-9c1e77b0f3a2d4"
     ctx = make_context([str(tmp_path)], allow=["run_benchmark"], approver=approve)

@@ -74,5 +74,6 @@ def test_tool_json_matches_its_schema_and_its_call_is_recorded(demo: Path, tmp_p
 def test_an_unknown_schema_name_is_a_usage_error() -> None:
     result = runner.invoke(app, ["schema", "nope"])
     assert result.exit_code == 2
-    assert "known: ask, bench, bench-compare, replay, tool, verify" in result.output
+    known = "ask, bench, bench-ab, bench-compare, bench-goodput, replay, tool, verify"
+    assert f"known: {known}" in result.output
     assert set(runner.invoke(app, ["schema"]).stdout.split()) >= set(outputs.OUTPUTS)

@@ -20,6 +20,7 @@ recorded decision when a replay answers from a transcript).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import traceback
@@ -158,7 +159,21 @@ class CallPipeline:
         find it then): a finding may quote the call from the next turn on. `approver` decides
         this call instead of the context's (an MCP client's answer belongs to its own call)."""
         ctx = self.ctx if approver is None else replace(self.ctx, approver=approver)
+        ctx = replace(ctx, subcall=self._subcalls(call, turn, approver))
         return self.answered(call, self._answer(ctx, call), turn)
+
+    def _subcalls(
+        self, parent: Call, turn: int | Callable[[], int], approver: Approver | None
+    ) -> Callable[[str, dict[str, Any]], ToolResult]:
+        """The calls a tool makes of other tools take this same path, each with its own id
+        (`PARENT.1`, `PARENT.2`...), consent and record."""
+        numbers = itertools.count(1)
+
+        def subcall(name: str, raw: dict[str, Any]) -> ToolResult:
+            child = Call(f"{parent.call_id}.{next(numbers)}", name, raw)
+            return self.tool(child, turn, approver)
+
+        return subcall
 
     def answered(self, call: Call, result: ToolResult, turn: int | Callable[[], int]) -> ToolResult:
         """The steps after execution, for a result in hand: redact, ground, record. The loop

@@ -182,14 +182,16 @@ def run_cli_call(
     name: str,
     inputs: dict[str, Any],
     result: ToolResult | None = None,
+    seal: Seal | None = None,
 ) -> tuple[ToolResult, Path]:
     """A one-call transcript for `sleuth tool`: a person's call goes through the call pipeline
     and is audited like a model's. A command that ran the tool itself (`sleuth bench`, whose
     request headers are no input) passes its `result`: it is redacted and recorded the same
-    way. Returns the result as recorded, and the transcript."""
+    way. A `seal` signs the transcript and enters it in the ledger. Returns the result as
+    recorded, and the transcript."""
     session_id = new_session_id()
     spec = [s for s in tool_specs() if s.name == name]
-    with TranscriptWriter.create(transcripts, session_id) as writer:
+    with TranscriptWriter.create(transcripts, session_id, seal) as writer:
         writer.append(
             SessionStarted(
                 session_id=session_id,
@@ -215,7 +217,12 @@ def run_cli_call(
 
 
 def record_cli_call(
-    transcripts: Path, ctx: ToolContext, name: str, inputs: dict[str, Any], result: ToolResult
+    transcripts: Path,
+    ctx: ToolContext,
+    name: str,
+    inputs: dict[str, Any],
+    result: ToolResult,
+    seal: Seal | None = None,
 ) -> Path:
     """The transcript of a call a command ran itself (`sleuth bench`)."""
-    return run_cli_call(transcripts, ctx, name, inputs, result)[1]
+    return run_cli_call(transcripts, ctx, name, inputs, result, seal)[1]

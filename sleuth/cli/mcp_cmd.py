@@ -20,6 +20,7 @@ from sleuth.cli.common import (
     fail,
     settings_or_exit,
 )
+from sleuth.cli.sealing import NoSign, seal_for
 from sleuth.config import ConfigError
 from sleuth.mcp.transport import (
     TOKEN_ENV,
@@ -31,6 +32,7 @@ from sleuth.mcp.transport import (
     serve_stdio,
 )
 from sleuth.tools.context import build_context
+from sleuth.transcripts.seal import Seal
 
 
 def register(app: typer.Typer) -> None:
@@ -65,6 +67,7 @@ def mcp(
     hosts: HostNames = None,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     accept_new_host_key: AcceptNewHostKey = False,
+    no_sign: NoSign = False,
     config: ConfigPath = None,
 ) -> None:
     """Serve Sleuth's sandboxed, audited tools over the Model Context Protocol.
@@ -95,7 +98,13 @@ def mcp(
         ctx = build_context(settings, names, accept_new_host_key=accept_new_host_key)
     except (BindError, ConfigError) as exc:
         fail(str(exc), EXIT_USAGE)
-    state = ServeState(ctx, transcripts.absolute(), settings)
+    sealed = seal_for(settings, no_sign, quiet=False)  # says which key signs, on stderr
+    state = ServeState(
+        ctx,
+        transcripts.absolute(),
+        settings,
+        seal=lambda: Seal(sealed.signer, sealed.ledger),
+    )
     server = build_server(state)
     try:
         if bind is None:

@@ -9,6 +9,7 @@ say_warnings(inv.writer.warnings)                         # what could not be si
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -18,7 +19,6 @@ from sleuth.config import Settings
 from sleuth.transcripts.ledger import ledger_path
 from sleuth.transcripts.seal import Seal
 from sleuth.transcripts.sign import SigningKeyError
-from sleuth.transcripts.signing_keys import describe, find_signer
 
 NoSign = Annotated[
     bool,
@@ -38,14 +38,19 @@ def seal_for(settings: Settings, no_sign: bool, quiet: bool) -> Seal:
     """The run's seal: its signing key (exit 2 when a configured key cannot sign) and the
     ledger. Unless `quiet`, says on stderr which key signs, or that none does."""
     signer = None
-    if not no_sign:
+    line = NO_KEY
+    if not no_sign and (settings.sign.key or os.environ.get("SSH_AUTH_SOCK")):
+        # paramiko, only where there may be a key: `sleuth tool` on this machine stays light.
+        from sleuth.transcripts.signing_keys import describe, find_signer
+
         try:
             signer = find_signer(settings.sign.key)
         except SigningKeyError as exc:
             fail(str(exc), EXIT_USAGE)
-        if not quiet:
-            line = f"signing the transcript with {describe(signer)}" if signer else NO_KEY
-            err_console.print(line, markup=False, highlight=False)
+        if signer is not None:
+            line = f"signing the transcript with {describe(signer)}"
+    if not quiet and not no_sign:
+        err_console.print(line, markup=False, highlight=False)
     return Seal(signer, ledger_path(settings.ledger.path))
 
 

@@ -29,6 +29,7 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
+from sleuth.cli.sealing import NoSign, say_warnings, seal_for
 from sleuth.config import LOCAL, ConfigError, Settings
 from sleuth.errors import ErrorKind, HostError, ToolError
 from sleuth.outputs import ToolOutput
@@ -77,6 +78,7 @@ def run_tool(
     ] = False,
     accept_new_host_key: AcceptNewHostKey = False,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
+    no_sign: NoSign = False,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:
@@ -94,6 +96,7 @@ def run_tool(
         fail(str(exc), EXIT_USAGE)
     except ValidationError as exc:
         fail(validation_text(name, exc), EXIT_USAGE)
+    seal = seal_for(settings, no_sign, quiet=True)
     # The person typing the command consents to this one call; a host's rules still apply.
     approve = approver_for("person" if yes else "refuse")
     try:
@@ -106,11 +109,12 @@ def run_tool(
         # Through the call pipeline, as a model's call: the terminal gets what a model would
         # get (secrets redacted), and the transcript what it would record.
         with err_console.status(f"{name} on {host}", spinner="dots"):
-            result, transcript = run_cli_call(transcripts, ctx, name, inputs)
+            result, transcript = run_cli_call(transcripts, ctx, name, inputs, seal=seal)
     except TranscriptError as exc:
         fail(str(exc))
     finally:
         ctx.close()
+    say_warnings(seal.warnings)
     if as_json:
         print_json(ToolOutput(**result.model_dump(), transcript=str(transcript)))
     elif result.ok:

@@ -45,6 +45,7 @@ from sleuth.transcripts.events import (
     Totals,
 )
 from sleuth.transcripts.redact import redact_data
+from sleuth.transcripts.seal import Seal
 from sleuth.transcripts.store import TranscriptError, TranscriptWriter
 
 BRAIN = "mcp"
@@ -87,11 +88,17 @@ class McpSession:
 
     @classmethod
     def open(
-        cls, ctx: ToolContext, transcripts: Path, client: ClientInfo, approval: str = "elicitation"
+        cls,
+        ctx: ToolContext,
+        transcripts: Path,
+        client: ClientInfo,
+        approval: str = "elicitation",
+        seal: Seal | None = None,
     ) -> McpSession:
-        """Start the transcript: session_started names the client and the hosts served."""
+        """Start the transcript: session_started names the client and the hosts served. A
+        `seal` signs it after each call returns (an MCP client's turn) and at its end."""
         session_id = new_session_id()
-        writer = TranscriptWriter.create(transcripts, session_id)
+        writer = TranscriptWriter.create(transcripts, session_id, seal)
         writer.append(
             SessionStarted(
                 session_id=session_id,
@@ -139,6 +146,7 @@ class McpSession:
         with self._lock:
             self._tool_calls += 1
         result = self.calls.tool(call, self._returned_now, approver)
+        self._checkpoint()
         return CallOutcome(call.call_id, result.output, not result.ok, result.data)
 
     def _returned_now(self) -> int:
@@ -160,6 +168,12 @@ class McpSession:
         self._record(SessionEnded(status=status, summary=summary, totals=totals))
         self._recorder.shutdown(wait=True)
         self.writer.close()
+
+    def _checkpoint(self) -> None:
+        """A call has returned: the client's turn boundary, where a sealed transcript signs
+        its head (on the recorder thread, after the call's own events)."""
+        with contextlib.suppress(RuntimeError):
+            self._recorder.submit(self.writer.checkpoint)
 
     def _record(self, event: Event) -> None:
         def write() -> None:

@@ -13,6 +13,7 @@ them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from sleuth.config import Settings
 from sleuth.mcp.consent import ConsentTokens
 from sleuth.mcp.session import ClientInfo, McpSession
 from sleuth.tools.context import ToolContext
+from sleuth.transcripts.seal import Seal
 
 
 @dataclass
@@ -31,6 +33,8 @@ class ServeState:
     transcripts: Path
     settings: Settings
     consent: ConsentTokens = field(default_factory=ConsentTokens)
+    seal: Callable[[], Seal | None] = lambda: None
+    """A new seal for each session's transcript (its signer and the ledger), or None."""
     sessions: dict[str, McpSession] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -38,7 +42,7 @@ class ServeState:
         with self._lock:
             found = self.sessions.get(key)
             if found is None:
-                found = McpSession.open(self.ctx, self.transcripts, client)
+                found = McpSession.open(self.ctx, self.transcripts, client, seal=self.seal())
                 self.sessions[key] = found
             return found
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sleuth.config import Limits, Settings
 from sleuth.errors import ErrorKind, ToolError
 from sleuth.hosts.connect import sandboxed_hosts
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver, deny_all
+from sleuth.transcripts.results import ToolResult
 
 
 @dataclass
@@ -30,6 +32,10 @@ class ToolContext:
     """Hears every approval decision made through this context (all runs that share it)."""
     results_dir: Path = Path("bench-results")
     """Where tools save files on this machine (benchmark records); never a model's choice."""
+    subcall: Callable[[str, dict[str, Any]], ToolResult] | None = None
+    """Runs another tool's call through the caller's call pipeline (consent, redaction,
+    recording). The pipeline sets it for the call in progress, so a tool that drives other
+    tools (ab_benchmark relaunching servers) cannot skip any of those steps."""
 
     def close(self) -> None:
         """Close every host's connection."""

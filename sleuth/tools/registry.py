@@ -53,6 +53,8 @@ TOOL_MODULES = (
     "sleuth.tools.serving.preflight",
     "sleuth.tools.bench.run_benchmark",
     "sleuth.tools.bench.compare_benchmarks",
+    "sleuth.tools.bench.ab_run",
+    "sleuth.tools.bench.slo_search",
 )
 
 PLUGIN_GROUP = "sleuth.tools"

@@ -15,9 +15,12 @@ of which is one token for the usual BPE tokenisers. With `--tokenizer DIR` (a
 folder holding tokenizer.json, read with the `tokenizers` package when the host's
 Python has it) prompts are cut to exactly `--input-len` tokens; without one,
 lengths are words, and the header says so. Workloads (`--dataset`): random (with a
-range ratio), sharegpt and jsonl files, prefix (groups sharing a system prefix) and
-multiturn (each turn resends the conversation so far). Header values (an API key)
-arrive on stdin with the program (SECRETS), never on the command line.
+range ratio), sharegpt and jsonl files, prefix (groups sharing a system prefix),
+multiturn (each turn resends the conversation so far) and trace (rows of arrival time,
+input and output length and prefix-block hash ids, replayed at their times; a block's
+text comes from its hash id alone, so equal ids in equal places make equal prefixes).
+Header values (an API key) and a trace's rows arrive on stdin with the program
+(SECRETS), never on the command line.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -62,6 +66,15 @@ VOCAB = (  # noqa: SIM905 (a word list reads better as one string)
 
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 LOOP_TICK_S = 0.005
+AHEAD_MAX = 512
+LOOKAHEAD_S = 1.0
+"""Trace bodies due within this long of the first are built before the clock starts."""
+BURST_S = 0.002
+BUILD_SLACK_S = 0.003
+"""Build the next trace body only while the next send is further away than this."""
+BLOCK_SALT = 104_729
+"""Mixed into a trace block's seed, so its words differ from request prompts'."""
+BLOCK_CACHE = 8192
 SECRETS: dict[str, Any] = globals().get("SECRETS", {})
 """Filled by the runner from stdin (sleuth.hosts.program.secret_runner); empty when run plainly."""
 
@@ -146,7 +159,16 @@ class Tokens:
 class Item:
     """What one request asks: its prompt (or a turn of a conversation) and output length."""
 
-    __slots__ = ("conv", "index", "input_tokens", "output_len", "prefix", "prompt", "turn")
+    __slots__ = (
+        "conv",
+        "index",
+        "input_tokens",
+        "output_len",
+        "prefix",
+        "prompt",
+        "row",
+        "turn",
+    )
 
     def __init__(
         self,
@@ -156,17 +178,24 @@ class Item:
         conv: int | None = None,
         turn: int = 0,
         prefix: str | None = None,
+        row: list[Any] | None = None,
     ) -> None:
         self.prompt, self.output_len, self.input_tokens = prompt, output_len, input_tokens
         self.conv, self.turn, self.prefix = conv, turn, prefix
+        self.row = row
+        """A trace row whose prompt is built only when its request is (see Workload.fill)."""
         self.index = -1
 
 
 class Workload:
     """The seeded stream of requests a dataset makes; item(i) is request i's content."""
 
-    def __init__(self, args: argparse.Namespace, tokens: Tokens | None) -> None:
+    def __init__(
+        self, args: argparse.Namespace, tokens: Tokens | None, trace: list[list[Any]] | None = None
+    ) -> None:
         self.a, self.tokens = args, tokens
+        self.trace = trace
+        self.blocks: dict[int, str] = {}
         self.rows: list[tuple[str, int | None]] = []
         if args.dataset in ("sharegpt", "jsonl"):
             self.rows = load_rows(args.dataset, args.dataset_path)
@@ -190,6 +219,12 @@ class Workload:
     def item(self, i: int) -> Item:
         a = self.a
         rng = random.Random(a.seed * 1_000_003 + i)
+        if self.trace is not None:
+            row = self.trace[(i - a.warmup) % len(self.trace)]
+            if i < a.warmup:  # warm-up: the trace's lengths, none of its prefixes
+                prompt, counted = self.text(make_prompt(a.seed + 17, i, row[1] + 8), row[1])
+                return Item(prompt, row[2], counted)
+            return Item("", row[2], row=row)
         if self.rows:
             prompt, out = self.rows[i % len(self.rows)]
             n = self.tokens.count(prompt) if self.tokens else None
@@ -203,6 +238,40 @@ class Workload:
         if a.dataset == "multiturn":
             return Item(prompt, n_out, counted, conv=i // a.turns, turn=i % a.turns)
         return Item(prompt, n_out, counted)
+
+    def fill(self, item: Item) -> None:
+        """Build a trace row's prompt: one block per hash id (cut to the row's input length),
+        then words of its own for any length beyond its blocks."""
+        if item.row is None or item.prompt:
+            return
+        _, n_in, _, ids = item.row
+        size = self.a.block_size
+        parts = [self.block(h) for h in ids[: -(-n_in // size)]]
+        extra = n_in - len(parts) * size
+        if extra < 0:
+            parts[-1] = self.cut(parts[-1], size + extra)
+        elif extra > 0:
+            words = make_prompt(self.a.seed + 31, item.index, extra + 8)
+            parts.append(self.cut(words, extra))
+        item.prompt = " ".join(parts)
+        item.input_tokens = self.tokens.count(item.prompt) if self.tokens else None
+
+    def block(self, hash_id: int) -> str:
+        """The text of one prefix block: a function of its hash id (and the seed) only."""
+        text = self.blocks.get(hash_id)
+        if text is None:
+            if len(self.blocks) >= BLOCK_CACHE:
+                self.blocks.clear()
+            size = self.a.block_size
+            words = make_prompt(self.a.seed + BLOCK_SALT, hash_id, size + 8)
+            text = self.blocks[hash_id] = self.cut(words, size)
+        return text
+
+    def cut(self, text: str, n: int) -> str:
+        """The first n tokens of `text` (with a tokenizer), else its first n words."""
+        if self.tokens is not None:
+            return self.tokens.cut(text, n)[0]
+        return " ".join(text.split(" ", n)[:n])
 
 
 def load_rows(kind: str, path: str) -> list[tuple[str, int | None]]:
@@ -347,13 +416,60 @@ class Request:
         return rec
 
 
+class Ahead:
+    """Request bodies built before their time, up to AHEAD_MAX at once (all of them when
+    the dataset's prompts are small enough to build before the clock starts)."""
+
+    def __init__(
+        self, gen: LoadGen, phase: int, units: list[list[Item]], schedule: list[float]
+    ) -> None:
+        self.gen, self.phase, self.units, self.schedule = gen, phase, units, schedule
+        self.ready: dict[int, Request] = {}
+        self.next = 0
+        if not gen.lazy:
+            self.build(lambda k: True, limit=len(units))
+
+    def build(self, wanted: Callable[[int], bool], limit: int = 0) -> None:
+        """Build the next bodies in order while `wanted(index)` holds."""
+        while self.due(wanted, limit):
+            self.build_next()
+
+    def due(self, wanted: Callable[[int], bool], limit: int = 0) -> bool:
+        cap = limit or AHEAD_MAX
+        return self.next < len(self.units) and len(self.ready) < cap and wanted(self.next)
+
+    def build_next(self) -> None:
+        unit = self.units[self.next]
+        self.ready[self.next] = self.gen.new_request(self.phase, False, unit[0])
+        self.next += 1
+
+    async def build_before(self, start: float, due: float) -> None:
+        """Build what is due with the send at `due` (a burst), then more while that send
+        is further off than BUILD_SLACK_S, letting sends and streams run between bodies."""
+
+        def wanted(j: int) -> bool:
+            return self.schedule[j] <= due + BURST_S or start + due - now() > BUILD_SLACK_S
+
+        while self.due(wanted):
+            self.build_next()
+            await asyncio.sleep(0)
+
+    def take(self, k: int) -> Request:
+        if k not in self.ready:
+            self.build(lambda j: j <= k)
+        return self.ready.pop(k)
+
+
 class LoadGen:
     def __init__(self, args: argparse.Namespace, tokens: Tokens | None = None) -> None:
         self.args = args
         self.url = args.url.rstrip("/") + (
             "/v1/chat/completions" if args.api == "chat" else "/v1/completions"
         )
-        self.workload = Workload(args, tokens)
+        trace = SECRETS.get("trace")
+        self.workload = Workload(args, tokens, trace["rows"] if trace else None)
+        self.lazy = trace is not None
+        """Trace prompts are built one request at a time: a whole trace's would not fit."""
         self.headers = {"Content-Type": "application/json", **SECRETS.get("headers", {})}
         self.extra_body = json.loads(args.extra_body) if args.extra_body else {}
         self.records: list[dict[str, Any]] = []
@@ -380,6 +496,7 @@ class LoadGen:
         self, phase: int, warmup: bool, item: Item, history: list[dict[str, str]] | None = None
     ) -> Request:
         a = self.args
+        self.workload.fill(item)
         body: dict[str, Any] = {
             "model": a.model,
             "max_tokens": item.output_len,
@@ -499,20 +616,26 @@ class LoadGen:
         # Bodies are built before the clock starts: building one while other streams
         # are arriving would delay their timestamps by the client's own work.
         units = self.units(phase, warmup, count)
-        queue = [(u, self.new_request(phase, warmup, u[0])) for u in units]
+        queue = [(u, None if self.lazy else self.new_request(phase, warmup, u[0])) for u in units]
         queue.reverse()
         start = now()
 
         async def worker() -> None:
             while queue and (warmup or not self.expired(start)):
-                unit, req = queue.pop()
+                unit, ready = queue.pop()
+                req = ready or self.new_request(phase, warmup, unit[0])
                 req.rec["t_sched"] = req.rec["t_dispatch"] = now()
                 await self.run_unit(session, phase, warmup, unit, req)
 
         await asyncio.gather(*(worker() for _ in range(min(concurrency, len(units)))))
 
     async def open_loop(
-        self, session: aiohttp.ClientSession, phase: int, rate: float, count: int, lags: list[float]
+        self,
+        session: aiohttp.ClientSession,
+        phase: int,
+        rate: float | None,
+        count: int,
+        lags: list[float],
     ) -> None:
         a = self.args
         cap = a.max_concurrency
@@ -526,14 +649,25 @@ class LoadGen:
                 await self.run_unit(session, phase, False, unit, req)
 
         tasks = []
-        units = self.units(phase, False, count)
-        ready = [(u, self.new_request(phase, False, u[0])) for u in units]
         ramp = (a.ramp_up[0], a.ramp_up[1]) if a.ramp_up else None
-        schedule = arrival_schedule(rate, len(ready), a.seed, a.burstiness, ramp)
+        if rate is None:  # a trace replayed at its own (scaled) times
+            units = self.units(phase, False, count)
+            schedule = [u[0].row[0] if u[0].row else 0.0 for u in units]
+        else:
+            schedule = arrival_schedule(rate, count, a.seed, a.burstiness, ramp)
+            if a.duration is not None:  # build only what the duration has time to send
+                schedule = [due for due in schedule if due < a.duration] or schedule[:1]
+            units = self.units(phase, False, len(schedule))
+        ahead = Ahead(self, phase, units, schedule)
+        ahead.build(lambda k: schedule[k] <= schedule[0] + LOOKAHEAD_S)
         start = now()
-        for (unit, req), due in zip(ready, schedule, strict=True):
+        for k, (unit, due) in enumerate(zip(units, schedule, strict=True)):
             if a.duration is not None and due >= a.duration:
                 break
+            # Trace bodies are built ahead: all of a burst before its first send, and more
+            # while the wait for the next send leaves time, so only sends happen on time.
+            await ahead.build_before(start, due)
+            req = ahead.take(k)
             delay = start + due - now()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -581,7 +715,7 @@ class LoadGen:
         if concurrency is not None:
             await self.closed_loop(session, phase, concurrency, a.num_prompts, False)
         else:
-            await self.open_loop(session, phase, rate or 0.0, a.num_prompts, dispatch_lags)
+            await self.open_loop(session, phase, rate, a.num_prompts, dispatch_lags)
         cpu, wall = time.process_time() - cpu0, now() - wall0
         running[0] = False
         await watcher
@@ -598,7 +732,7 @@ class LoadGen:
             "cpu_s": cpu,
             "wall_s": wall,
             "loop_lag": _summary(loop_lags),
-            "dispatch_lag": _summary(dispatch_lags) if rate is not None else None,
+            "dispatch_lag": _summary(dispatch_lags) if concurrency is None else None,
             "counters_before": before,
             "counters_after": after,
         }
@@ -625,6 +759,10 @@ class LoadGen:
             "prefix_len": a.prefix_len if a.dataset == "prefix" else None,
             "prefix_groups": a.prefix_groups if a.dataset == "prefix" else None,
             "turns": a.turns if a.dataset == "multiturn" else None,
+            "trace": {k: v for k, v in SECRETS["trace"].items() if k != "rows"}
+            if self.lazy
+            else None,
+            "block_size": a.block_size if self.lazy else None,
             "burstiness": a.burstiness,
             "ramp_up": a.ramp_up,
             "duration": a.duration,
@@ -649,7 +787,9 @@ class LoadGen:
             connector=connector, timeout=timeout, trace_configs=[_send_time_trace()]
         ) as session:
             if a.warmup:
-                first = a.concurrency[0] if a.concurrency else 1
+                # An open loop's warm-up goes all at once, so its bursts find as many
+                # connections already open.
+                first = a.concurrency[0] if a.concurrency else a.warmup
                 await self.closed_loop(session, -1, first, a.warmup, True)
                 self.flush(out)
             plan: list[tuple[int | None, float | None]] = (
@@ -828,7 +968,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     ap.add_argument(
         "--dataset",
-        choices=("random", "sharegpt", "jsonl", "prefix", "multiturn"),
+        choices=("random", "sharegpt", "jsonl", "prefix", "multiturn", "trace"),
         default="random",
     )
     ap.add_argument("--dataset-path", default=None, help="sharegpt/jsonl file on this host")
@@ -836,6 +976,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--prefix-len", type=int, default=256, help="prefix: shared prefix length")
     ap.add_argument("--prefix-groups", type=int, default=4, help="prefix: number of groups")
     ap.add_argument("--turns", type=int, default=3, help="multiturn: turns per conversation")
+    ap.add_argument(
+        "--block-size", type=int, default=512, help="trace: tokens (or words) per hash id"
+    )
     ap.add_argument(
         "--tokenizer",
         default=None,
@@ -859,9 +1002,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-uvloop", action="store_true", help="use asyncio's own loop even if uvloop is here"
     )
     ap.add_argument("--out", default=None, help="JSONL file; default: a new file under /tmp")
-    args = ap.parse_args(argv)
-    if (args.concurrency is None) == (args.request_rate is None) and args.ramp_up is None:
+    return checked(ap, ap.parse_args(argv))
+
+
+def checked(ap: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """The arguments that depend on each other, checked (and a ramp's first rate filled in)."""
+    replay = args.dataset == "trace" and args.concurrency is None and args.request_rate is None
+    one_mode = (args.concurrency is None) != (args.request_rate is None)
+    if not one_mode and not args.ramp_up and not replay:
         ap.error("give exactly one of --concurrency and --request-rate")
+    if args.dataset == "trace" and not (SECRETS.get("trace") or {}).get("rows"):
+        ap.error("--dataset trace takes its rows on stdin from Sleuth (sleuth bench --trace FILE)")
     if args.dataset in ("sharegpt", "jsonl") and not args.dataset_path:
         ap.error(f"--dataset {args.dataset} needs --dataset-path FILE")
     if args.ramp_up is not None and len(args.ramp_up) != 2:

@@ -21,13 +21,26 @@ from typing import Literal, TypeGuard
 
 from pydantic import BaseModel, Field
 
-from sleuth.tools.bench.metrics import client_health, gaps, parse_lines, percentile, tpot
-from sleuth.tools.bench.models import ClientLimits, RequestRecord
+from sleuth.tools.bench.ab import ABAnalysis, Side, analyse, pairing
+from sleuth.tools.bench.metrics import (
+    client_health,
+    gaps,
+    parse_lines,
+    percentile,
+    summarise,
+    tpot,
+)
+from sleuth.tools.bench.models import BenchReport, ClientLimits, RequestRecord
 
 SCHEMA_VERSION = 1
 MIN_EFFECT = 0.03
 """Smallest relative difference called a change, whatever the interval says."""
 CONFIDENCE = 0.95
+NOT_INTERLEAVED = (
+    "A and B each ran once, one after the other: not interleaved, so any drift of the "
+    "machine between the two runs is inside every difference below; `sleuth bench ab` "
+    "runs them in turns, or give several runs of each side that took turns"
+)
 VOLATILE = frozenset({"type", "epoch_at_zero", "pid", "python", "aiohttp", "uvloop", "json"})
 """Header fields that differ between any two runs and say nothing about the workload."""
 
@@ -77,6 +90,13 @@ class CompareReport(BaseModel):
     """Header settings that differ between the runs (beyond the named factor): [A, B]."""
     warnings: list[str] = Field(default_factory=list)
     summary: str
+    interleaved: bool = Field(
+        False, description="The runs of A and B took turns; else drift is in every difference."
+    )
+    repeats: list[ABAnalysis] = Field(
+        default_factory=list,
+        description="With several runs per side: the verdicts over the paired runs, per phase.",
+    )
 
 
 class CompareError(Exception):
@@ -129,6 +149,7 @@ def compare(
             warnings.append(
                 f"run {name} flagged itself client-limited: its figures understate the server"
             )
+    warnings.append(NOT_INTERLEAVED)
     return CompareReport(
         a=str(path_a),
         b=str(path_b),
@@ -139,6 +160,58 @@ def compare(
         warnings=warnings,
         summary=_summary(out),
     )
+
+
+def compare_repeats(
+    paths_a: Sequence[Path],
+    paths_b: Sequence[Path],
+    *,
+    level: float = CONFIDENCE,
+    min_effect: float = 0.0,
+) -> CompareReport:
+    """Several stored runs per side: the runs are paired in the order they ran and judged
+    like `ab_benchmark`'s (a paired t-interval over the pairs), phase by phase; whether
+    they took turns is read from their start times and said plainly."""
+    runs: list[tuple[Side, BenchReport, float]] = []
+    sides: tuple[tuple[Side, Sequence[Path]], ...] = (("A", paths_a), ("B", paths_b))
+    for side, paths in sides:
+        for path in paths:
+            header, phases, _ = _read(path)
+            zero, offset = header.get("epoch_at_zero"), phases[0].get("t_start")
+            start = float(zero) if isinstance(zero, (int, float)) else 0.0
+            start += float(offset) if isinstance(offset, (int, float)) else 0.0
+            runs.append((side, summarise(_lines(path)), start))
+    order, interleaved, pairs = pairing([(side, start) for side, _, start in runs])
+    analyses = []
+    for k in range(min(len(report.phases) for _, report, _ in runs)):
+        analyses.append(
+            analyse(
+                [runs[i][1].phases[k] for i, _ in pairs],
+                [runs[j][1].phases[k] for _, j in pairs],
+                order=order,
+                interleaved=interleaved,
+                level=level,
+                min_effect=min_effect,
+            )
+        )
+    warnings = sorted({w for a in analyses for w in a.warnings})
+    return CompareReport(
+        a=", ".join(map(str, paths_a)),
+        b=", ".join(map(str, paths_b)),
+        seed=0,
+        resamples=0,
+        confidence=level,
+        min_effect=min_effect,
+        phases=[],
+        warnings=warnings,
+        summary=" ".join(f"phase {k}: {a.summary}" for k, a in enumerate(analyses)),
+        interleaved=interleaved,
+        repeats=analyses,
+    )
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
 
 
 def is_stat(name: str) -> TypeGuard[Stat]:
@@ -200,7 +273,8 @@ def _ok(records: list[RequestRecord], phase: object) -> list[RequestRecord]:
 def _load(phase: dict[str, object]) -> str:
     if phase.get("mode") == "closed":
         return f"c={phase.get('concurrency')}"
-    return f"r={phase.get('request_rate')}"
+    rate = phase.get("request_rate")
+    return "replay" if rate is None else f"r={rate}"
 
 
 def _client_limited(phase: dict[str, object]) -> bool:

@@ -12,14 +12,17 @@ def cell(d: Dist, field: str = "p50") -> str:
 
 
 def load_of(p: PhaseMetrics) -> str:
-    """The phase's load: c=CONCURRENCY (closed loop) or r=RATE (open loop)."""
-    return f"c={p.concurrency_target}" if p.mode == "closed" else f"r={p.request_rate:g}"
+    """The phase's load: c=CONCURRENCY (closed loop), r=RATE (open loop) or replay (a trace
+    at its own times)."""
+    if p.mode == "closed":
+        return f"c={p.concurrency_target}"
+    return "replay" if p.request_rate is None else f"r={p.request_rate:g}"
 
 
 def phase_cells(p: PhaseMetrics) -> list[str]:
     """A phase's latencies (ms) and rates, in the order of the tables' columns: TTFT p50/p99,
     TTFT from schedule p99, TPOT p50/p99, ITL p50, E2E p50/p99, req/s, out tok/s,
-    concurrency, goodput."""
+    concurrency, goodput (with the share of requests meeting the SLOs)."""
     return [
         f"{cell(p.ttft)}/{cell(p.ttft, 'p99')}",
         cell(p.ttft_from_sched, "p99"),
@@ -29,7 +32,7 @@ def phase_cells(p: PhaseMetrics) -> list[str]:
         f"{p.request_throughput:.2f}",
         f"{p.output_throughput:.1f}",
         f"{p.concurrency:.2f}",
-        "-" if p.goodput is None else f"{p.goodput:.2f}",
+        "-" if p.goodput is None else f"{p.goodput:.2f} ({p.goodput_share or 0.0:.0%} met)",
     ]
 
 

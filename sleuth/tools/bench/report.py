@@ -15,7 +15,7 @@ import html
 from collections.abc import Sequence
 
 from sleuth.tools.bench.models import BenchRun, Dist, PhaseMetrics, RequestRecord
-from sleuth.tools.bench.render import warnings
+from sleuth.tools.bench.render import load_of, warnings
 
 W, H, PAD = 460, 260, 44
 COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
@@ -32,7 +32,7 @@ def _e(text: object) -> str:
 
 
 def _load(p: PhaseMetrics) -> str:
-    return f"c={p.concurrency_target}" if p.mode == "closed" else f"r={p.request_rate:g}/s"
+    return load_of(p) + ("/s" if p.mode == "open" and p.request_rate is not None else "")
 
 
 def _x_of(p: PhaseMetrics) -> float:

@@ -15,235 +15,26 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
-
-from pydantic import Field, field_validator, model_validator
+from typing import Any
 
 from sleuth.hosts.host import LocalHost, read_whole
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import SECRET_RUNNER, program, with_secrets
+from sleuth.tools.bench.bench_input import RunBenchmarkInput, loadgen_args
 from sleuth.tools.bench.metrics import summarise
-from sleuth.tools.bench.models import BenchRun, Dist, Slo
+from sleuth.tools.bench.models import BenchRun, Dist
 from sleuth.tools.bench.port_forward import reach
 from sleuth.tools.bench.render import render_text
+from sleuth.tools.bench.traces import (
+    MAX_TRACE_BYTES,
+    read_trace,
+    replay_rows,
+    shared_prefix_trace,
+)
 from sleuth.tools.context import ToolContext
-from sleuth.tools.registry import ToolInput, tool
+from sleuth.tools.registry import tool
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.results import ToolResult
-
-MAX_WORDS_IN_FLIGHT = 64_000_000
-"""About 400 MB of prompts held by the load generator at once."""
-LOOPBACK = ("127.0.0.1", "localhost")
-
-
-class RunBenchmarkInput(ToolInput):
-    endpoint: str = Field(
-        "http://127.0.0.1:30000",
-        description="Base URL of the server as seen from the host, on loopback, e.g. "
-        "http://127.0.0.1:30000 (the benchmark only loads the host's own server).",
-    )
-    model: str = Field(description="Model name to put in each request (see /v1/models).")
-    api: Literal["chat", "completions"] = Field("chat", description="Which endpoint to load.")
-    concurrency: list[int] | None = Field(
-        None, description="Closed loop: concurrencies to run one after another (a sweep)."
-    )
-    request_rate: float | None = Field(
-        None,
-        ge=0,
-        le=100_000,
-        description="Open loop: Poisson arrivals per second (0 = all at once).",
-    )
-    max_concurrency: int | None = Field(
-        None, ge=1, le=10_000, description="Open loop: cap on requests in flight."
-    )
-    num_prompts: int = Field(
-        64, ge=1, le=100_000, description="Requests per phase (the cap, with duration_s)."
-    )
-    input_len: int = Field(
-        256,
-        ge=1,
-        le=1 << 20,
-        description="Prompt length: tokens with a tokenizer, else words (about one token each).",
-    )
-    output_len: int = Field(256, ge=1, le=1 << 20, description="max_tokens per request.")
-    dataset: Literal["random", "sharegpt", "jsonl", "prefix", "multiturn"] = Field(
-        "random",
-        description="random prompts; a sharegpt JSON or jsonl file of prompts (dataset_path); "
-        "prefix: groups sharing a system prefix; multiturn: conversations that grow each turn.",
-    )
-    dataset_path: str | None = Field(
-        None, description="sharegpt/jsonl: the file on the host, inside its roots."
-    )
-    range_ratio: float = Field(
-        0.0, ge=0, lt=1, description="random: lengths drawn uniformly in len*(1±ratio)."
-    )
-    prefix_len: int = Field(256, ge=1, le=1 << 18, description="prefix: shared prefix length.")
-    prefix_groups: int = Field(4, ge=1, le=10_000, description="prefix: how many prefixes.")
-    turns: int = Field(3, ge=1, le=100, description="multiturn: turns per conversation.")
-    tokenizer: str | None = Field(
-        None,
-        description="Folder on the host with tokenizer.json, so lengths are exact tokens; "
-        "'auto': the folder the server reports for the model, when inside the roots.",
-    )
-    burstiness: float = Field(
-        1.0, gt=0, le=100, description="Open loop: gamma shape of arrivals (1 = Poisson)."
-    )
-    ramp_up: tuple[float, float] | None = Field(
-        None, description="Open loop: the rate moves linearly from [0] to [1] req/s."
-    )
-    duration_s: float | None = Field(
-        None, gt=0, le=86_400, description="Stop sending after this many seconds per phase."
-    )
-    temperature: float = Field(0.0, ge=0, le=2)
-    ignore_eos: bool = Field(True, description="Generate exactly output_len tokens.")
-    extra_body: dict[str, Any] = Field(
-        default_factory=dict, description="Merged into every request body."
-    )
-    label: str | None = Field(
-        None, max_length=200, description="A name for this run, kept in its records' header."
-    )
-    percentiles: list[float] = Field(
-        default_factory=lambda: [50.0, 90.0, 99.0],
-        description="Percentiles to report, e.g. [50, 90, 99, 99.9].",
-    )
-    seed: int = Field(0, description="Seeds prompts and arrivals.")
-    warmup: int = Field(
-        2, ge=0, le=10_000, description="Requests sent first and left out of the metrics."
-    )
-    where: Literal["remote", "local"] = Field(
-        "remote", description="Run the load generator on the host (default) or here."
-    )
-    python: str | None = Field(
-        None,
-        description="Python on the host with aiohttp, e.g. the engine's venv python; "
-        "default: the host's configured python.",
-    )
-    slo_ttft_ms: float | None = Field(None, description="Goodput SLO on time to first token.")
-    slo_tpot_ms: float | None = Field(None, description="Goodput SLO on time per output token.")
-    slo_e2e_ms: float | None = Field(None, description="Goodput SLO on end-to-end latency.")
-    spec_counters: bool = Field(
-        True, description="Read the server's speculative counters before and after each phase."
-    )
-    timeout_s: float = Field(
-        1800.0, gt=0, le=86_400, description="Wall-clock limit for the whole run."
-    )
-
-    @field_validator("endpoint")
-    @classmethod
-    def _loopback(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme != "http" or parts.hostname not in LOOPBACK or parts.port is None:
-            raise ValueError(
-                f"{value!r} is not a loopback URL with a port; give http://127.0.0.1:PORT "
-                "(the server as the host itself sees it)"
-            )
-        return value.rstrip("/")
-
-    @field_validator("percentiles")
-    @classmethod
-    def _percentiles(cls, value: list[float]) -> list[float]:
-        if not value or any(not 0 < p < 100 for p in value):
-            raise ValueError("percentiles are numbers between 0 and 100, e.g. [50, 90, 99.9]")
-        return sorted(set(value))
-
-    @model_validator(mode="after")
-    def _one_mode(self) -> RunBenchmarkInput:
-        if self.ramp_up is not None and self.request_rate is None and self.concurrency is None:
-            self.request_rate = self.ramp_up[0]
-        if (self.concurrency is None) == (self.request_rate is None):
-            raise ValueError("give exactly one of concurrency (a list) and request_rate")
-        if self.dataset in ("sharegpt", "jsonl") and not self.dataset_path:
-            raise ValueError(f"dataset {self.dataset!r} needs dataset_path, a file on the host")
-        if self.concurrency is not None and (
-            not self.concurrency or min(self.concurrency) < 1 or max(self.concurrency) > 10_000
-        ):
-            raise ValueError("concurrency must be a non-empty list of integers from 1 to 10000")
-        # Prompts are built per request, so memory grows with what is in flight at once.
-        in_flight = max(self.concurrency or [self.max_concurrency or self.num_prompts])
-        words = self.words_per_request()
-        if in_flight * words > MAX_WORDS_IN_FLIGHT:
-            raise ValueError(
-                f"{in_flight} requests of {words} words in flight would hold "
-                f"{in_flight * words:,} prompt words; keep it under "
-                f"{MAX_WORDS_IN_FLIGHT:,} (lower input_len, concurrency or max_concurrency)"
-            )
-        return self
-
-    def words_per_request(self) -> int:
-        """The longest prompt one request can carry, in words (or tokens)."""
-        words = int(self.input_len * (1 + self.range_ratio)) + 1
-        if self.dataset == "prefix":
-            words += self.prefix_len
-        if self.dataset == "multiturn":
-            words = self.turns * words + (self.turns - 1) * self.output_len
-        return words
-
-    @property
-    def port(self) -> int:
-        port = urlsplit(self.endpoint).port
-        assert port is not None
-        return port
-
-    def slo(self) -> Slo:
-        return Slo(ttft_ms=self.slo_ttft_ms, tpot_ms=self.slo_tpot_ms, e2e_ms=self.slo_e2e_ms)
-
-
-def loadgen_args(
-    args: RunBenchmarkInput, url: str, out: str | None, roots: list[str] | None = None
-) -> list[str]:
-    argv = [
-        "--url",
-        url,
-        "--api",
-        args.api,
-        "--model",
-        args.model,
-        "--num-prompts",
-        str(args.num_prompts),
-        "--input-len",
-        str(args.input_len),
-        "--output-len",
-        str(args.output_len),
-        "--seed",
-        str(args.seed),
-        "--warmup",
-        str(args.warmup),
-    ]
-    if args.concurrency is not None:
-        argv += ["--concurrency", ",".join(map(str, args.concurrency))]
-    else:
-        argv += ["--request-rate", str(args.request_rate)]
-    if args.max_concurrency:
-        argv += ["--max-concurrency", str(args.max_concurrency)]
-    if args.spec_counters:
-        argv.append("--spec-counters")
-    argv += ["--dataset", args.dataset, "--temperature", f"{args.temperature:g}"]
-    if args.dataset_path:
-        argv += ["--dataset-path", args.dataset_path]
-    if args.range_ratio:
-        argv += ["--range-ratio", f"{args.range_ratio:g}"]
-    if args.dataset == "prefix":
-        argv += ["--prefix-len", str(args.prefix_len), "--prefix-groups", str(args.prefix_groups)]
-    if args.dataset == "multiturn":
-        argv += ["--turns", str(args.turns)]
-    if args.tokenizer:
-        argv += ["--tokenizer", args.tokenizer, "--roots", ",".join(roots or [])]
-    if args.burstiness != 1.0:
-        argv += ["--burstiness", f"{args.burstiness:g}"]
-    if args.ramp_up:
-        argv += ["--ramp-up", ",".join(f"{r:g}" for r in args.ramp_up)]
-    if args.duration_s is not None:
-        argv += ["--duration", f"{args.duration_s:g}"]
-    if not args.ignore_eos:
-        argv.append("--no-ignore-eos")
-    if args.label:
-        argv += ["--label", args.label]
-    if args.extra_body:
-        argv += ["--extra-body", json.dumps(args.extra_body, separators=(",", ":"))]
-    if out:
-        argv += ["--out", out]
-    return argv
 
 
 @tool(mutating=True)
@@ -252,16 +43,17 @@ def run_benchmark(ctx: ToolContext, args: RunBenchmarkInput) -> ToolResult:
 
     Sends seeded requests in a closed loop (a list of concurrencies, run as a sweep) or
     an open loop (request_rate, gamma burstiness, optional ramp_up), from a dataset
-    (random, sharegpt/jsonl files, shared-prefix groups, multi-turn conversations),
-    with ignore_eos and a fixed max_tokens by default. Lengths are exact tokens when a
-    tokenizer is given, else words. Reports per phase TTFT (from send and from the
-    scheduled time), TPOT, ITL per chunk and per token, E2E (n/mean/percentiles, in
-    ms), prompt tokens as the server counted them, throughput, achieved concurrency,
-    goodput for the SLOs given, failures, and the server's /metrics deltas (prefix-cache
-    hits, queue time, preemptions, speculative acceptance) for this run only. It flags a
-    run whose client was the bottleneck. The load generator runs on the host itself
-    against 127.0.0.1 (give `python` for the engine's venv when the host python lacks
-    aiohttp).
+    (random, sharegpt/jsonl files, shared-prefix groups, multi-turn conversations), or
+    replays a trace (Mooncake JSONL or CSV: arrival times, lengths and shared prefix
+    blocks) at its own times, `speed` times faster; with ignore_eos and a fixed
+    max_tokens by default. Lengths are exact tokens when a tokenizer is given, else
+    words. Reports per phase TTFT (from send and from the scheduled time), TPOT, ITL per
+    chunk and per token, E2E (n/mean/percentiles, in ms), prompt tokens as the server
+    counted them, throughput, achieved concurrency, goodput for the SLOs given, failures,
+    and the server's /metrics deltas (prefix-cache hits, queue time, preemptions,
+    speculative acceptance) for this run only. It flags a run whose client was the
+    bottleneck. The load generator runs on the host itself against 127.0.0.1 (give
+    `python` for the engine's venv when the host python lacks aiohttp).
     """
     return benchmark(ctx, args)
 
@@ -274,12 +66,15 @@ def benchmark(
     host = ctx.host(args.host)
     started = time.monotonic()
     args = _resolved(host, args)
-    secrets = {"headers": headers} if headers else None
+    trace = _trace(host, args)
+    # Both travel on stdin: headers are secret, and a trace's rows can run to megabytes.
+    secrets = {**({"headers": headers} if headers else {}), **({"trace": trace} if trace else {})}
+    rows = len(trace["rows"]) if trace else None
     if args.where == "remote":
-        raw, argv = _run_remote(host, args, secrets)
+        raw, argv = _run_remote(host, args, secrets or None, rows)
         rtt = None
     else:
-        raw, argv, rtt = _run_local(host, args, secrets)
+        raw, argv, rtt = _run_local(host, args, secrets or None, rows)
     path = _save(raw, ctx.results_dir, args.host)
     report = summarise(raw.splitlines(), args.slo(), percentiles=args.percentiles)
     run = BenchRun(
@@ -304,13 +99,50 @@ def _resolved(host: SandboxedHost, args: RunBenchmarkInput) -> RunBenchmarkInput
     return args.model_copy(update=update) if update else args
 
 
+def _trace(host: SandboxedHost, args: RunBenchmarkInput) -> dict[str, Any] | None:
+    """A trace's rows for the load generator (from the file on the host, or generated for
+    shared_prefix), retimed by `speed` and cut to the caps; None for other datasets."""
+    if args.dataset == "shared_prefix":
+        requests = shared_prefix_trace(
+            systems=args.prefix_groups,
+            questions=args.questions,
+            system_len=args.prefix_len,
+            question_len=args.input_len,
+            output_len=args.output_len,
+            block_size=args.block_size,
+            seed=args.seed,
+        )
+        source, kind = f"shared_prefix {args.prefix_groups}x{args.questions}", "generated"
+    elif args.dataset == "trace" and args.dataset_path:
+        data = read_whole(host.host, args.dataset_path, size=MAX_TRACE_BYTES + 1, timeout=300)
+        trace = read_trace(data, args.dataset_path)
+        requests, source, kind = trace.requests, trace.source, trace.format
+    else:
+        return None
+    rows = replay_rows(
+        requests, speed=args.speed, max_requests=args.max_requests, max_duration_s=args.duration_s
+    )
+    if not rows:
+        raise ToolError(f"no request of {source} falls inside duration_s={args.duration_s:g}")
+    return {
+        "rows": rows,
+        "source": source,
+        "format": kind,
+        "requests_in_source": len(requests),
+        "speed": args.speed,
+    }
+
+
 def _run_remote(
-    host: SandboxedHost, args: RunBenchmarkInput, secrets: dict[str, Any] | None
+    host: SandboxedHost,
+    args: RunBenchmarkInput,
+    secrets: dict[str, Any] | None,
+    rows: int | None,
 ) -> tuple[bytes, list[str]]:
     roots = host.real_roots if args.tokenizer else None
     result = host.run_program(
         "loadgen.py",
-        loadgen_args(args, args.endpoint, None, roots),
+        loadgen_args(args, args.endpoint, None, roots, rows),
         # On this machine the load generator runs with Sleuth's own interpreter, which
         # has aiohttp; the system python3 may not.
         python=args.python or (sys.executable if isinstance(host.host, LocalHost) else None),
@@ -330,7 +162,10 @@ def _run_remote(
 
 
 def _run_local(
-    host: SandboxedHost, args: RunBenchmarkInput, secrets: dict[str, Any] | None
+    host: SandboxedHost,
+    args: RunBenchmarkInput,
+    secrets: dict[str, Any] | None,
+    rows: int | None,
 ) -> tuple[bytes, list[str], Dist | None]:
     local = LocalHost("local")
     roots = host.real_roots if args.tokenizer else None
@@ -340,7 +175,7 @@ def _run_local(
     ):
         out = str(Path(tmp) / "run.jsonl")
         head = ["-c", SECRET_RUNNER] if secrets else ["-"]
-        argv = [sys.executable, *head, *loadgen_args(args, url, out, roots)]
+        argv = [sys.executable, *head, *loadgen_args(args, url, out, roots, rows)]
         stdin = with_secrets("loadgen.py", secrets) if secrets else program("loadgen.py")
         result = local.run(argv, stdin=stdin, timeout=args.timeout_s, max_bytes=64_000)
         _check(result.exit_code, result.timed_out, result.stderr, "local", argv[0], args)

@@ -1,0 +1,77 @@
+"""Transcripts without model turns are sealed too: a `sleuth tool` call and an MCP session
+are signed (after each call, and at the end) and entered in the ledger like `sleuth ask`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mcp_support import McpProject
+from tests.signing_support import Key, allow, events, make_key, sleuth
+
+
+@pytest.fixture
+def alice(tmp_path: Path) -> Key:
+    return make_key(tmp_path, "ed25519", "alice")
+
+
+def verified(project: Path, path: Path, signers: Path) -> tuple[int, dict[str, Any]]:
+    result = sleuth(project, "verify", str(path), "--json", "--allowed-signers", str(signers))
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_a_sleuth_tool_transcript_is_signed_and_in_the_ledger(tmp_path: Path, alice: Key) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("one\ntwo\n")
+    (project / "sleuth.toml").write_text(
+        f'[hosts.local]\nroots = ["{project}"]\n[sign]\nkey = "{alice.private}"\n'
+    )
+    out = project / "transcripts"
+    result = sleuth(
+        project, "tool", "read_lines", f"path={project / 'notes.txt'}", "--transcripts", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    (path,) = out.glob("*.jsonl")
+    code, report = verified(project, path, allow(tmp_path, [("alice@example.com", alice)]))
+    assert (code, report["verdict"], report["problems"]) == (0, "signed", [])
+    assert report["ledger"]["state"] == "match"
+    unsigned = sleuth(
+        project,
+        "tool",
+        "read_lines",
+        f"path={project / 'notes.txt'}",
+        "--transcripts",
+        str(tmp_path / "unsigned"),
+        "--no-sign",
+    )
+    (plain,) = (tmp_path / "unsigned").glob("*.jsonl")
+    assert unsigned.exit_code == 0
+    code, report = verified(project, plain, allow(tmp_path, [("alice@example.com", alice)]))
+    assert (code, report["verdict"]) == (3, "integrity_only")
+
+
+def test_an_mcp_session_is_signed_after_each_call_and_at_its_end(
+    tmp_path: Path, alice: Key
+) -> None:
+    project = McpProject.create(tmp_path)
+    toml = project.root / "sleuth.toml"
+    toml.write_text(toml.read_text() + f'\n[sign]\nkey = "{alice.private}"\n')
+
+    async def session() -> None:
+        async with project.client("stdio") as client:
+            for _ in range(2):
+                result = await client.call_tool("read_lines", {"path": "notes.txt"})
+                assert not result.is_error
+
+    asyncio.run(session())
+    (path,) = project.transcript_paths()
+    kinds = [e["type"] for e in events(path)]
+    calls = kinds.count("tool_executed")
+    assert calls == 2 and kinds.count("signature") == calls, kinds
+    code, report = verified(project.root, path, allow(tmp_path, [("alice@example.com", alice)]))
+    assert (code, report["verdict"], report["problems"]) == (0, "signed", [])
