@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from sleuth.agent.brains.anthropic import AnthropicBrain
+from sleuth.agent.evidence.lines import shown_conversation
 from sleuth.agent.history import messages_from_events
 from sleuth.agent.loop import RunResult
 from sleuth.agent.session import start_investigation
@@ -299,7 +300,8 @@ def test_messages_from_events_rebuilds_the_conversation_sent(
     rebuilt = messages_from_events(events)
     sent = api.bodies()[-1]["messages"]
     sent[-1]["content"][-1].pop("cache_control")
-    assert rebuilt[: len(sent)] == sent
+    # What the model is sent is the rebuilt conversation with its outputs' lines numbered.
+    assert shown_conversation(rebuilt)[: len(sent)] == sent
     # A crash after the model asked for a tool but before it ran drops that turn (and only it).
     cut = [e for e in events if not (isinstance(e, ToolExecuted) and e.call_id == "toolu_2")]
     kept = messages_from_events(cut)

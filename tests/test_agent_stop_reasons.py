@@ -10,6 +10,7 @@ import pytest
 
 from sleuth.agent.brains.anthropic import AnthropicBrain
 from sleuth.agent.brains.openai import OpenAIBrain
+from sleuth.agent.evidence.lines import shown_conversation
 from sleuth.agent.history import CUT_OFF_RESULT, messages_from_events
 from sleuth.agent.loop import RunResult
 from sleuth.agent.protocols import Brain
@@ -91,7 +92,7 @@ def test_a_call_cut_off_at_max_tokens_never_runs_and_the_next_turn_has_more_room
     # Resume rebuilds the same conversation, cut-off answer included.
     sent = api.bodies()[-1]["messages"]
     sent[-1]["content"][-1].pop("cache_control")
-    assert messages_from_events(events)[: len(sent)] == sent
+    assert shown_conversation(messages_from_events(events))[: len(sent)] == sent
 
 
 def test_a_raised_limit_stays_within_the_output_budget(ctx: ToolContext, tmp_path: Path) -> None:

@@ -13,11 +13,13 @@ import pytest
 from safetensors import safe_open
 
 from sleuth.agent.calls import execute
+from sleuth.agent.evidence.lines import with_gutter
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program.checkpoint_probe import _is_aux, group_names
 from sleuth.tools.checkpoints.models import CheckpointSummary
+from sleuth.tools.checkpoints.render import pattern_line
 from sleuth.tools.context import ToolContext
 from tests import checkpoint_fixtures as fx
 
@@ -37,6 +39,20 @@ def summary(
     data: dict[str, Any] = result.data
     data["_text"] = result.output
     return data
+
+
+def listed_patterns(text: str) -> set[str]:
+    """Every weight-map line of a summary as `pattern ×N DTYPE[shape]`, an indented name put
+    back behind the prefix above it."""
+    listed, prefix = set(), ""
+    for line in text.split("weight map (", 1)[1].splitlines()[1:]:
+        if line.startswith("    "):
+            listed.add(prefix + line.strip())
+        elif line.strip().endswith("."):
+            prefix = line.strip()
+        else:
+            listed.add(line.strip())
+    return listed
 
 
 def safe_open_specs(folder: Path) -> dict[str, tuple[str, list[int]]]:
@@ -79,7 +95,8 @@ def test_qwen_style_mtp_heads_found_and_tensors_match_safe_open(tmp_path: Path) 
     assert s["mtp"]["tensors"] == sum(1 for n in specs if n.startswith("mtp."))
     assert s["warnings"] == [] and s["errors"] == []
     assert s["params"]["logical"] == sum(math.prod(sh) for _, sh in specs.values())
-    assert "model.layers.{0..1}.mlp.experts.{0..3}.down_proj.weight ×8 F16[16, 8]" in s["_text"]
+    listed = listed_patterns(s["_text"])
+    assert "model.layers.{0..1}.mlp.experts.{0..3}.down_proj.weight ×8 F16[16, 8]" in listed
     assert s["config"]["mtp_keys"] == {
         "mtp_num_hidden_layers": 1,
         "mtp_use_dedicated_embeddings": False,
@@ -125,7 +142,8 @@ def test_nvfp4_single_file_counts_packed_params_and_scales(tmp_path: Path) -> No
     assert (q["algorithm"], q["group_size"], q["bits"]) == ("NVFP4", 16, 4)
     assert s["consistency"]["index"] is False
     assert s["dtypes"]["U8"] == sum(1 for d, _ in specs.values() if d == "U8")
-    assert "model.layers.{0..1}.mlp.experts.{0..1}.down_proj.weight ×4 U8[64, 16]" in s["_text"]
+    listed = listed_patterns(s["_text"])
+    assert "model.layers.{0..1}.mlp.experts.{0..1}.down_proj.weight ×4 U8[64, 16]" in listed
 
 
 def test_safetensors_header_reports_exactly_what_safe_open_sees(tmp_path: Path) -> None:
@@ -193,10 +211,31 @@ def test_big_sparse_moe_summary_is_complete_and_compact(big_checkpoint: Path) ->
     assert s["mtp"]["tensors"] == sum(1 for n in specs if n.startswith("mtp."))
     assert s["warnings"] == [] and s["errors"] == []
     assert len(s["_text"].encode()) < 16_000
-    assert "mlp.experts.{0..511}.down_proj.weight ×30720 U8[4096, 512]" in s["_text"]
+    experts = "model.language_model.layers.{0..59}.mlp.experts.{0..511}."
+    assert experts + "down_proj.weight ×30720 U8[4096, 512]" in listed_patterns(s["_text"])
     assert s["config"]["architectures"] == ["Qwen3_5MoeForConditionalGeneration"]
     assert s["config"]["num_experts"] == 512
     assert s["bytes_read_on_host"] == metadata_bytes(folder)
+
+
+def test_the_big_summary_a_model_reads_is_under_8000_characters_with_every_fact(
+    big_checkpoint: Path,
+) -> None:
+    s = summary(big_checkpoint.parent, big_checkpoint)
+    text = s["_text"]
+    # What a language model is shown: the output with its lines numbered.
+    assert len(with_gutter(text)) < 8_000 and len(text) < 8_000
+    lines = text.splitlines()
+    mtp = next(line for line in lines if line.startswith("mtp: "))
+    assert "declared 1 (mtp_num_hidden_layers=1" in mtp
+    assert f"found {s['mtp']['tensors']} tensors in layers [0] (qwen)" in mtp
+    quant = next(line for line in lines if line.startswith("quantization: "))
+    assert "method=modelopt, algorithm=NVFP4, bits=4, group_size=16" in quant
+    assert "ignore (4): [*.mlp.gate; *.shared_expert_gate; lm_head; mtp*]" in quant
+    # Every pattern of the weight map, with its count, dtype and shape, and nothing else.
+    model = CheckpointSummary.model_validate(s)
+    assert listed_patterns(text) == {pattern_line(p) for p in model.weight_map}
+    assert sum(p.count for p in model.weight_map) == len(fx.big_moe_tensors())
 
 
 def metadata_bytes(folder: Path) -> int:

@@ -1,5 +1,6 @@
-"""The rooms keep to themselves: arrows run down only (cli/mcp -> agent -> tools -> hosts), and
-transcripts, errors and config are leaves that know no other room."""
+"""The rooms keep to themselves: arrows run down only (cli/mcp -> agent -> tools -> hosts),
+transcripts, errors and config are leaves that know no other room, and telemetry knows only
+the transcripts it exports."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "sleuth.errors": (),
     "sleuth.config": (),
     "sleuth.transcripts": (),
+    "sleuth.telemetry": ("sleuth.transcripts",),
     "sleuth.hosts": ("sleuth.errors", "sleuth.config"),
     "sleuth.tools": ("sleuth.errors", "sleuth.config", "sleuth.hosts", "sleuth.transcripts"),
     "sleuth.agent": ("sleuth.errors", "sleuth.config", "sleuth.tools", "sleuth.transcripts"),

@@ -57,6 +57,8 @@ class Call:
     call_id: str
     tool: str
     input: dict[str, Any]
+    parent: str | None = None
+    """The caller's W3C traceparent (an MCP client's): the call's span continues its trace."""
 
     @property
     def host(self) -> str:
@@ -149,6 +151,8 @@ class CallPipeline:
     executor: Executor = run_live
     consent: Consent = live_consent
     findings: list[Finding] = field(default_factory=list)
+    session_id: str = ""
+    """The transcript's session id: with the context's tracing, it names each call's span."""
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def tool(
@@ -160,6 +164,8 @@ class CallPipeline:
         this call instead of the context's (an MCP client's answer belongs to its own call)."""
         ctx = self.ctx if approver is None else replace(self.ctx, approver=approver)
         ctx = replace(ctx, subcall=self._subcalls(call, turn, approver))
+        if (traceparent := self._traceparent(call)) is not None:
+            ctx = replace(ctx, traceparent=traceparent)
         return self.answered(call, self._answer(ctx, call), turn)
 
     def _subcalls(
@@ -191,6 +197,7 @@ class CallPipeline:
     def report(self, call: Call, turn: int) -> Outcome:
         """report_finding: the grounding check decides, and the call and its finding (once kept)
         are recorded like any other call."""
+        self._traceparent(call)
         outcome = self.grounder.report(call.call_id, call.input, turn)
         quotes = [q.model_dump(mode="json") for q in outcome.quotes]
         result = ToolResult(
@@ -215,6 +222,13 @@ class CallPipeline:
         """At the end of a run, findings still waiting for a mend are kept as they are."""
         for call_id, finding in self.grounder.unmended():
             self.keep(call_id, finding)
+
+    def _traceparent(self, call: Call) -> str | None:
+        """The call's span, named before it runs (telemetry on): its requests carry it."""
+        tracing = self.ctx.tracing
+        if tracing is None:
+            return None
+        return tracing.traceparent(self.session_id, call.call_id, call.parent)
 
     def _answer(self, ctx: ToolContext, call: Call) -> ToolResult:
         try:

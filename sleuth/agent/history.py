@@ -19,6 +19,8 @@ from sleuth.transcripts.events import ContentBlock, Event, HostInfo
 from sleuth.transcripts.recording import NotARecording, read
 
 Message = dict[str, Any]
+NO_OUTPUT = "(no output)"
+"""What a model is told for a tool that printed nothing."""
 CUT_OFF_RESULT = (
     "not run: your reply was cut off at its token limit while this call was being written, so "
     "its input may be incomplete. The next turn has more room: repeat the call if you still "
@@ -74,7 +76,7 @@ def tool_result_block(call_id: str, output: str, is_error: bool) -> dict[str, An
     return {
         "type": "tool_result",
         "tool_use_id": call_id,
-        "content": output or "(no output)",
+        "content": output or NO_OUTPUT,
         "is_error": is_error,
     }
 

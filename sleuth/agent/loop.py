@@ -111,6 +111,8 @@ class Investigation:
     workers: int = 8
     executor: Executor = run_live
     consent: Consent = live_consent
+    session_id: str = ""
+    """The transcript's session id, for the call pipeline's telemetry."""
 
     def __post_init__(self) -> None:
         self.meter = Meter(self.budget, self.price, self.totals)
@@ -126,6 +128,7 @@ class Investigation:
             self.executor,
             self.consent,
             self.findings,
+            self.session_id,
         )
         self.turn_calls = TurnCalls(
             self.calls, self.writer, self.observer, self.tool_data, self.workers

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.budget import price_for
 from sleuth.agent.calls import Call, CallPipeline
-from sleuth.agent.findings import report_finding_spec
+from sleuth.agent.findings import Grounder, report_finding_spec
 from sleuth.agent.history import opening_message
 from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain, Observer, Quiet
@@ -42,8 +42,9 @@ if TYPE_CHECKING:  # a run that signs imports the SSH stack, `sleuth tool` never
 VERSIONED = ("sleuth", "anthropic", "paramiko", "pydantic")
 
 
-def tool_specs() -> list[ToolSpec]:
-    """Every registered tool plus report_finding, in a stable order (it keeps the cache warm)."""
+def tool_specs(references: bool = True) -> list[ToolSpec]:
+    """Every registered tool plus report_finding, in a stable order (it keeps the cache warm).
+    `references`: report_finding's evidence may cite lines as well as quote."""
     specs = [
         ToolSpec(
             name=t.name,
@@ -53,7 +54,7 @@ def tool_specs() -> list[ToolSpec]:
         )
         for t in sorted(all_tools().values(), key=lambda t: t.name)
     ]
-    return [*specs, report_finding_spec()]
+    return [*specs, report_finding_spec(references)]
 
 
 def sha256_of(value: Any) -> str:
@@ -119,13 +120,15 @@ def start_investigation(
     observer: Observer | None = None,
     approval_mode: str = "deny",
     seal: Seal | None = None,
+    references: bool = True,
 ) -> Investigation:
-    """Write session_started and build the loop; `seal` signs the transcript and records its
-    end in the ledger."""
+    """Write session_started and build the run; `seal` signs the transcript and records its
+    end in the ledger. `references=False` offers quotes only (to measure what citing lines
+    changes for a model)."""
     session_id = new_session_id()
     writer = TranscriptWriter.create(transcripts, session_id, seal)
     hosts = describe_hosts(ctx)
-    tools = tool_specs()
+    tools = tool_specs(references)
     price = price_for(brain.model, settings.prices)
     system = system_prompt()
     policy = {
@@ -170,6 +173,8 @@ def start_investigation(
         hosts=hosts,
         price=price,
         observer=observer or Quiet(),
+        grounder=Grounder(references),
+        session_id=session_id,
     )
 
 
@@ -183,13 +188,14 @@ def run_cli_call(
     inputs: dict[str, Any],
     result: ToolResult | None = None,
     seal: Seal | None = None,
+    session_id: str | None = None,
 ) -> tuple[ToolResult, Path]:
     """A one-call transcript for `sleuth tool`: a person's call goes through the call pipeline
     and is audited like a model's. A command that ran the tool itself (`sleuth bench`, whose
-    request headers are no input) passes its `result`: it is redacted and recorded the same
-    way. A `seal` signs the transcript and enters it in the ledger. Returns the result as
-    recorded, and the transcript."""
-    session_id = new_session_id()
+    request headers are no input) passes its `result`, and the `session_id` it traced the run
+    under: it is redacted and recorded the same way. A `seal` signs the transcript and enters
+    it in the ledger. Returns the result as recorded, and the transcript."""
+    session_id = session_id or new_session_id()
     spec = [s for s in tool_specs() if s.name == name]
     with TranscriptWriter.create(transcripts, session_id, seal) as writer:
         writer.append(
@@ -203,7 +209,7 @@ def run_cli_call(
                 tools_hash=tools_hash(spec),
             )
         )
-        calls = CallPipeline(ctx, writer.append)
+        calls = CallPipeline(ctx, writer.append, session_id=session_id)
         call = Call(CLI_CALL_ID, name, inputs)
         done = calls.tool(call, 0) if result is None else calls.answered(call, result, 0)
         writer.append(
@@ -223,6 +229,7 @@ def record_cli_call(
     inputs: dict[str, Any],
     result: ToolResult,
     seal: Seal | None = None,
+    session_id: str | None = None,
 ) -> Path:
     """The transcript of a call a command ran itself (`sleuth bench`)."""
-    return run_cli_call(transcripts, ctx, name, inputs, result, seal)[1]
+    return run_cli_call(transcripts, ctx, name, inputs, result, seal, session_id)[1]

@@ -153,8 +153,9 @@ def findings_table(findings: list[Finding], piped: bool = False) -> Table:
         if not f.grounded:
             verdict += "\n[bold red]ungrounded[/]"
         evidence = "\n".join(
-            f"{'[green]✓[/]' if e.grounded else '[red]✗[/]'} {escape(e.call_id)}: "
-            f"{escape(' '.join(e.quote.split()) if piped else _short(e.quote))}"
+            f"{'[green]✓[/]' if e.grounded else '[red]✗[/]'} {escape(e.call_id)}"
+            f"{escape(f' lines {e.lines}' if e.lines else '')}: "
+            f"{escape(' '.join(e.shown.split()) if piped else _short(e.shown))}"
             for e in f.evidence
         )
         steps = "".join(f"\n[dim]next: {escape(s)}[/]" for s in f.next_steps)

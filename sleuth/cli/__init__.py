@@ -30,6 +30,7 @@ COMMANDS = {
     "mcp": "sleuth.cli.mcp_cmd",
     "schema": "sleuth.cli.schema_cmd",
     "bench": "sleuth.cli.bench_cmd",
+    "export": "sleuth.cli.export_cmd",
 }
 """Each command, in the order help lists them, and the module that registers it."""
 

@@ -28,6 +28,9 @@ from sleuth.cli.common import (
     ConfigPath,
     HostNames,
     JsonFlag,
+    OtelContent,
+    OtlpEndpoint,
+    Tracing,
     TranscriptsDir,
     approver,
     console,
@@ -36,6 +39,7 @@ from sleuth.cli.common import (
     plural,
     print_json,
     settings_or_exit,
+    telemetry,
 )
 from sleuth.cli.sealing import NoSign, say_warnings, seal_for
 from sleuth.cli.servers_cmd import launched_by_run, print_left_running
@@ -121,6 +125,8 @@ def ask(
     accept_new_host_key: AcceptNewHostKey = False,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     no_sign: NoSign = False,
+    otlp_endpoint: OtlpEndpoint = None,
+    otel_content: OtelContent = False,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:
@@ -132,6 +138,7 @@ def ask(
     Example: sleuth ask "does /models/ckpt carry its MTP heads?" --host gpu1
     """
     settings = settings_or_exit(config)
+    export = telemetry(otlp_endpoint, otel_content)
     _apply_budget_flags(settings, max_turns, max_tool_calls, max_cost, max_wall)
     interactive = sys.stdin.isatty() and not as_json
     view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
@@ -167,7 +174,8 @@ def ask(
             err_console.print(f"note: {note}", markup=False, highlight=False)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
     seal = seal_for(settings, no_sign, quiet=as_json)  # says which key signs, or that none does
-    result = _investigate(question, brain, ctx, settings, transcripts, view, mode, seal)
+    export = telemetry(otlp_endpoint, otel_content)
+    result = _investigate(question, brain, ctx, settings, transcripts, view, mode, seal, export)
     show(result, brain.name, as_json, cost_tracked=note is None)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
 
@@ -181,23 +189,25 @@ def _investigate(
     view: Quiet | LiveView,
     mode: str,
     seal: Seal,
+    export: Tracing,
 ) -> RunResult:
     """Start the investigation and run it; however it ends, clean up and say what is left."""
     tool_data: dict[str, Any] = {}
     try:
-        inv = start_investigation(
-            question,
-            brain,
-            ctx,
-            settings,
-            transcripts,
-            observer=view,
-            approval_mode=mode,
-            seal=seal,
-        )
-        tool_data = inv.tool_data
-        with view:
-            return inv.run()
+        with export as ctx.tracing:
+            inv = start_investigation(
+                question,
+                brain,
+                ctx,
+                settings,
+                transcripts,
+                observer=view,
+                approval_mode=mode,
+                seal=seal,
+            )
+            tool_data = inv.tool_data
+            with view:
+                return inv.run()
     finally:
         # Ended or interrupted: say which servers the run left running (issue 18.9).
         print_left_running(launched_by_run(ctx, tool_data))

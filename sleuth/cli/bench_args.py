@@ -14,8 +14,8 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from sleuth.agent.session import record_cli_call
-from sleuth.cli.common import EXIT_ERROR, EXIT_USAGE, err_console, fail
+from sleuth.agent.session import CLI_CALL_ID, new_session_id, record_cli_call
+from sleuth.cli.common import EXIT_ERROR, EXIT_USAGE, NO_TRACING, Tracing, err_console, fail
 from sleuth.config import LOCAL
 from sleuth.errors import HostError, ToolError
 from sleuth.tools.bench.bench_input import RunBenchmarkInput
@@ -110,16 +110,24 @@ def audited(
     status: str,
     transcripts: Path,
     call: Callable[[], ToolResult],
+    tracing: Tracing = NO_TRACING,
 ) -> tuple[ToolResult, Path]:
     """Run a benchmark tool's call, audited like a model's: the host must permit benchmarks
     (`allow = ["run_benchmark"]`), and the call is recorded as a one-call transcript (request
-    headers are not inputs, so they are not in it)."""
+    headers are not inputs, so they are not in it). With telemetry on, the session id is chosen
+    first, so the engine's requests carry the span the recorded call will have."""
+    session_id = new_session_id()
     try:
         if args.host != LOCAL:
             ctx.host(args.host).check_allowed("run_benchmark")
-        with err_console.status(status, spinner="dots"):
+        with tracing as ctx.tracing, err_console.status(status, spinner="dots"):
+            if ctx.tracing is not None:
+                ctx.traceparent = ctx.tracing.traceparent(session_id, CLI_CALL_ID)
             result = call()
-        transcript = record_cli_call(transcripts, ctx, tool, args.model_dump(mode="json"), result)
+            inputs = args.model_dump(mode="json")
+            transcript = record_cli_call(
+                transcripts, ctx, tool, inputs, result, session_id=session_id
+            )
     except (ToolError, HostError, TranscriptError) as exc:
         fail(str(exc), EXIT_ERROR)
     finally:

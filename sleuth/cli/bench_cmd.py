@@ -20,10 +20,14 @@ from sleuth.cli.common import (
     EXIT_USAGE,
     ConfigOption,
     JsonOption,
+    OtelContent,
+    OtlpEndpoint,
+    Tracing,
     console,
     fail,
     print_json,
     settings_or_exit,
+    telemetry,
 )
 from sleuth.config import ConfigError
 from sleuth.outputs import BenchGoodputOutput, BenchOutput
@@ -139,6 +143,8 @@ def bench(
     plot: Path | None = PlotOption,
     accept_new_host_key: bool = opt.ACCEPT_NEW_HOST_KEY,
     transcripts: Path = opt.TRANSCRIPTS,
+    otlp_endpoint: OtlpEndpoint = None,
+    otel_content: OtelContent = False,
     as_json: bool = JsonOption,
     config: Path | None = ConfigOption,
 ) -> None:
@@ -163,6 +169,7 @@ def bench(
     if find_max_rate and (concurrency or request_rate is not None):
         fail("--find-max-rate sets the rates itself: leave out -c and -r", EXIT_USAGE)
     fmt = _export_format(export_as)
+    tracing = telemetry(otlp_endpoint, otel_content)
     want_plot = plot is not None or bool(concurrency and "," in concurrency) or find_max_rate
     plt = opt.plot_module(required=plot is not None) if want_plot else None
     fields = opt.workload_fields(
@@ -224,9 +231,9 @@ def bench(
             max_steps=search_steps,
             time_budget_s=search_budget,
         )
-        _search(ctx, search, sent, transcripts, plt, as_json)
+        _search(ctx, search, sent, transcripts, plt, as_json, tracing)
         return
-    run, transcript = _run(ctx, args, sent, transcripts)
+    run, transcript = _run(ctx, args, sent, transcripts, tracing)
     _show(run, transcript, plot, plt, fmt, as_json)
 
 
@@ -240,7 +247,11 @@ def _export_format(given: tuple[str, Path] | None) -> tuple[Format, Path] | None
 
 
 def _run(
-    ctx: ToolContext, args: RunBenchmarkInput, sent: dict[str, str], transcripts: Path
+    ctx: ToolContext,
+    args: RunBenchmarkInput,
+    sent: dict[str, str],
+    transcripts: Path,
+    tracing: Tracing,
 ) -> tuple[BenchRun, Path]:
     """Run the benchmark, audited like a model's call (the headers are not inputs)."""
     phases = [f"c={c}" for c in args.concurrency or []] or [
@@ -248,7 +259,7 @@ def _run(
     ]
     status = f"benchmarking {args.endpoint} on {args.host}: {', '.join(phases)}"
     result, transcript = audited(
-        ctx, "run_benchmark", args, status, transcripts, lambda: benchmark(ctx, args, sent)
+        ctx, "run_benchmark", args, status, transcripts, lambda: benchmark(ctx, args, sent), tracing
     )
     return BenchRun.model_validate(result.data), transcript
 
@@ -260,10 +271,17 @@ def _search(
     transcripts: Path,
     plt: Any,
     as_json: bool,
+    tracing: Tracing,
 ) -> None:
     status = f"searching {args.rate_low:g}..{args.rate_high:g} req/s for the SLO's top rate"
     result, transcript = audited(
-        ctx, "goodput_search", args, status, transcripts, lambda: find_max_rate(ctx, args, sent)
+        ctx,
+        "goodput_search",
+        args,
+        status,
+        transcripts,
+        lambda: find_max_rate(ctx, args, sent),
+        tracing,
     )
     found = GoodputSearch.model_validate(result.data)
     png = None

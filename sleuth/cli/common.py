@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -10,7 +12,7 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeAlias
 
 import typer
 from pydantic import BaseModel
@@ -22,6 +24,9 @@ from rich.text import Text
 
 from sleuth.config import ConfigError, Settings, load_settings
 from sleuth.tools.approval import ApprovalRequest, Approver, approver_for
+
+if TYPE_CHECKING:
+    from sleuth.telemetry.live import LiveExport
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_BUDGET = 0, 1, 2, 3
 EXIT_REFUSED = EXIT_BUDGET
@@ -73,6 +78,26 @@ TranscriptFile = Annotated[
     ),
 ]
 
+OtlpEndpoint = Annotated[
+    str | None,
+    typer.Option(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="Send the run's OpenTelemetry spans and metrics (GenAI conventions) to this "
+        "OTLP/HTTP collector, e.g. http://127.0.0.1:4318. OTEL_EXPORTER_OTLP_ENDPOINT and "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT do the same. Needs the otel extra.",
+    ),
+]
+OtelContent = Annotated[
+    bool,
+    typer.Option(
+        "--otel-content",
+        envvar="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        help="Export content too: the question, the model's output, tool arguments and "
+        "output, redacted as the transcript is. Off by default.",
+    ),
+]
+
 # Still used by bench_cmd, which moves to ConfigPath and JsonFlag when it is split.
 ConfigOption = typer.Option(None, "--config", help=_CONFIG_HELP)
 JsonOption = typer.Option(False, "--json", help=_JSON_HELP)
@@ -81,6 +106,55 @@ JsonOption = typer.Option(False, "--json", help=_JSON_HELP)
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
+
+
+Tracing: TypeAlias = "AbstractContextManager[LiveExport | None]"
+"""A command's live telemetry export, as a context whose value goes on `ctx.tracing`."""
+NO_TRACING: Tracing = nullcontext(None)
+
+
+def telemetry(endpoint: str | None, content: bool, send_each_session: bool = False) -> Tracing:
+    """The command's live telemetry export: a context to run the command in, whose value goes
+    on the ToolContext (`ctx.tracing`), and that sends what is left when the command is done;
+    None inside when no export is asked for (no --otlp-endpoint, no OTEL_EXPORTER_OTLP_*).
+    `send_each_session`: a server sends each session's spans as it ends (a signal may stop
+    it before the block is left)."""
+    from sleuth.telemetry.settings import SettingsError, destination
+
+    try:
+        where = destination(endpoint, content, os.environ)
+    except SettingsError as exc:
+        fail(str(exc), EXIT_USAGE)
+    if where is None:
+        return nullcontext(None)
+    require_otel()
+    from sleuth.telemetry.live import LiveExport
+
+    return LiveExport(where, warn, send_each_session=send_each_session)
+
+
+OTEL_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "google.protobuf")
+
+
+def require_otel() -> None:
+    """Exit 2, saying how to install it, when the `otel` extra is missing."""
+    from sleuth.telemetry import INSTALL_HINT
+
+    for name in OTEL_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            fail(
+                f"exporting telemetry needs the OpenTelemetry SDK and OTLP exporter ({name} is "
+                f"not installed); install them with: {INSTALL_HINT}",
+                EXIT_USAGE,
+            )
+
+
+def warn(text: str) -> None:
+    err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
 
 
 def settings_or_exit(config: Path | None) -> Settings:

@@ -15,10 +15,13 @@ from sleuth.cli.common import (
     AcceptNewHostKey,
     ConfigPath,
     HostNames,
+    OtelContent,
+    OtlpEndpoint,
     TranscriptsDir,
     err_console,
     fail,
     settings_or_exit,
+    telemetry,
 )
 from sleuth.cli.sealing import NoSign, seal_for
 from sleuth.config import ConfigError
@@ -68,6 +71,8 @@ def mcp(
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     accept_new_host_key: AcceptNewHostKey = False,
     no_sign: NoSign = False,
+    otlp_endpoint: OtlpEndpoint = None,
+    otel_content: OtelContent = False,
     config: ConfigPath = None,
 ) -> None:
     """Serve Sleuth's sandboxed, audited tools over the Model Context Protocol.
@@ -88,6 +93,7 @@ def mcp(
     from sleuth.mcp.state import ServeState
 
     settings = settings_or_exit(config)
+    export = telemetry(otlp_endpoint, otel_content, send_each_session=True)
     token = os.environ.get(TOKEN_ENV) or None
     bind: tuple[str, int] | None = None
     try:
@@ -106,17 +112,18 @@ def mcp(
         seal=lambda: Seal(sealed.signer, sealed.ledger),
     )
     server = build_server(state)
-    try:
-        if bind is None:
-            serve_stdio(server, state)
-        else:
-            token = http_token(token, _say)
-            serve_http(server, state, bind, token, allow_host or [], _announce(transcripts))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        state.end_all()
-        ctx.close()
+    with export as ctx.tracing:
+        try:
+            if bind is None:
+                serve_stdio(server, state)
+            else:
+                token = http_token(token, _say)
+                serve_http(server, state, bind, token, allow_host or [], _announce(transcripts))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            state.end_all()
+            ctx.close()
 
 
 def _say(text: str) -> None:

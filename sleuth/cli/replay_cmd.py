@@ -168,9 +168,14 @@ def _print_drift(result: ReplayResult) -> None:
         else:
             verdict = "[green]still holds[/]" if drift.holds else "[bold red]NO LONGER HOLDS[/]"
         console.print(f"finding: {escape(drift.claim)}: {verdict}")
-        for quote in drift.quotes:
-            if not quote.grounded:
-                console.print(f"  quote {quote.quote!r} is gone from {quote.call_id}", markup=False)
+        for check in drift.quotes:
+            if not check.grounded:
+                what = f"lines {check.lines}" if check.lines else f"quote {check.quote!r}"
+                console.print(
+                    f"  {what} of {check.call_id} no longer grounds it ({check.failure}): "
+                    f"{check.why}",
+                    markup=False,
+                )
     if result.drifted:
         console.print("[bold red]DRIFT[/]: today's hosts no longer match the recording.")
 

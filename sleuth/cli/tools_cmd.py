@@ -21,6 +21,8 @@ from sleuth.cli.common import (
     ConfigPath,
     HostName,
     JsonFlag,
+    OtelContent,
+    OtlpEndpoint,
     TranscriptsDir,
     console,
     err_console,
@@ -28,6 +30,7 @@ from sleuth.cli.common import (
     plural,
     print_json,
     settings_or_exit,
+    telemetry,
 )
 from sleuth.cli.sealing import NoSign, say_warnings, seal_for
 from sleuth.config import LOCAL, ConfigError, Settings
@@ -79,6 +82,8 @@ def run_tool(
     accept_new_host_key: AcceptNewHostKey = False,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     no_sign: NoSign = False,
+    otlp_endpoint: OtlpEndpoint = None,
+    otel_content: OtelContent = False,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:
@@ -89,6 +94,7 @@ def run_tool(
     """
 
     settings = settings_or_exit(config)
+    export = telemetry(otlp_endpoint, otel_content)
     inputs = {"host": host, **parse_assignments(assignments or [])}
     try:
         get_tool(name).input_model.model_validate(inputs)
@@ -108,7 +114,7 @@ def run_tool(
     try:
         # Through the call pipeline, as a model's call: the terminal gets what a model would
         # get (secrets redacted), and the transcript what it would record.
-        with err_console.status(f"{name} on {host}", spinner="dots"):
+        with err_console.status(f"{name} on {host}", spinner="dots"), export as ctx.tracing:
             result, transcript = run_cli_call(transcripts, ctx, name, inputs, seal=seal)
     except TranscriptError as exc:
         fail(str(exc))

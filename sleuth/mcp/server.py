@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from importlib import metadata
 
 import anyio
@@ -67,9 +68,8 @@ def build_server(state: ServeState) -> Server[ServeState]:
         if given is None and (asking := pending_approval(ctx, state, key, params.name, raw)):
             return asking
         approver = approver_for_call(ctx, given, given is None and forged(params))
-        outcome = await anyio.to_thread.run_sync(
-            session.call, params.name, raw, approver, abandon_on_cancel=True
-        )
+        call = partial(session.call, params.name, raw, approver, parent=traceparent(params))
+        outcome = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
         return tool_result(outcome)
 
     async def list_resources(
@@ -153,6 +153,13 @@ def tool_result(outcome: CallOutcome) -> types.CallToolResult:
         is_error=outcome.is_error,
         meta={CALL_ID_META: outcome.call_id},
     )
+
+
+def traceparent(params: types.CallToolRequestParams) -> str | None:
+    """The client's W3C trace context from `params._meta` (the MCP conventions' carrier), so
+    the call's span continues the client's trace when Sleuth exports telemetry."""
+    found = (params.meta or {}).get("traceparent")
+    return found if isinstance(found, str) else None
 
 
 def session_key(ctx: ServerRequestContext[ServeState]) -> str:

@@ -74,9 +74,9 @@ class CallOutcome:
 class McpSession:
     """A client session recorded as a transcript; thread-safe."""
 
-    def __init__(self, ctx: ToolContext, writer: TranscriptWriter) -> None:
+    def __init__(self, ctx: ToolContext, writer: TranscriptWriter, session_id: str = "") -> None:
         self.writer = writer
-        self.calls = CallPipeline(ctx, self._record)
+        self.calls = CallPipeline(ctx, self._record, session_id=session_id)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._tool_calls = 0
@@ -111,7 +111,7 @@ class McpSession:
                 client=client.model_dump(),
             )
         )
-        return cls(ctx, writer)
+        return cls(ctx, writer, session_id)
 
     @property
     def path(self) -> Path:
@@ -125,11 +125,16 @@ class McpSession:
         return f"call-{next(self._ids)}"
 
     def call(
-        self, name: str, raw: dict[str, Any], approver: Approver, call_id: str | None = None
+        self,
+        name: str,
+        raw: dict[str, Any],
+        approver: Approver,
+        call_id: str | None = None,
+        parent: str | None = None,
     ) -> CallOutcome:
         """Run one tool call (or report_finding) through the call pipeline; never raises for
-        bad input."""
-        call = Call(call_id or self.next_id(), name, raw)
+        bad input. `parent`: the client's traceparent, which the call's span continues."""
+        call = Call(call_id or self.next_id(), name, raw, parent)
         if self._failed is not None:
             return CallOutcome(
                 call.call_id,

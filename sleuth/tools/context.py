@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sleuth.config import Limits, Settings
 from sleuth.errors import ErrorKind, ToolError
@@ -19,6 +19,16 @@ from sleuth.hosts.connect import sandboxed_hosts
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, Approver, deny_all
 from sleuth.transcripts.results import ToolResult
+
+
+class CallTracing(Protocol):
+    """Names the span of a call before it runs (telemetry on), so the engine's own spans can
+    join it: `traceparent` is the W3C header value the call's HTTP requests carry."""
+
+    def traceparent(self, session_id: str, call_id: str, parent: str | None = None) -> str:
+        """`parent`: the caller's own traceparent (an MCP client's), which the call's span
+        continues."""
+        ...
 
 
 @dataclass
@@ -36,6 +46,11 @@ class ToolContext:
     """Runs another tool's call through the caller's call pipeline (consent, redaction,
     recording). The pipeline sets it for the call in progress, so a tool that drives other
     tools (ab_benchmark relaunching servers) cannot skip any of those steps."""
+    tracing: CallTracing | None = None
+    """Set when the run exports telemetry; the call pipeline names each call's span with it."""
+    traceparent: str | None = None
+    """The running call's W3C traceparent (telemetry on): launch_server's readiness probes and
+    run_benchmark's requests send it, so an engine that traces (vLLM) joins the call's trace."""
 
     def close(self) -> None:
         """Close every host's connection."""

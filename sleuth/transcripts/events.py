@@ -9,6 +9,7 @@ its defaults.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -186,10 +187,65 @@ class ApprovalEvent(_Event):
     """The rule that decided (`hosts.H.approve.commands[0] = [...]`, `--yes ...`, `prompt`)."""
 
 
+class Refusal(StrEnum):
+    """Why the grounding check refused one piece of evidence: the rule it failed."""
+
+    UNKNOWN_CALL = "unknown_call"
+    """The call id names no tool call of the session."""
+    SAME_TURN = "same_turn"
+    """The call ran in the finding's own turn: the model had not seen its output yet."""
+    ERROR_RESULT = "error_result"
+    """The call failed, and the claim is not about that failure."""
+    TOO_SHORT = "too_short"
+    """Under 2 words or 8 characters, and not a whole line or a whole `key: value` (or a
+    reference to blank lines)."""
+    BARE_NUMBER = "bare_number"
+    """A number quoted without its key, on no line that names what the claim is about."""
+    CUT_IN_WORD = "cut_in_word"
+    """Found only cut inside a word or a number, and not groundable once trimmed: shorter than
+    24 characters, a number cut in two, or too short once the cut words are trimmed."""
+    ECHO = "echo"
+    """Found only inside an echo of the call's own arguments."""
+    NOT_FOUND = "not_found"
+    """Not in the output, even with whitespace ignored and `...` read as a gap."""
+    LINES_OUT_OF_RANGE = "lines_out_of_range"
+    """A reference to lines the call's output does not show."""
+    TOO_MANY_LINES = "too_many_lines"
+    """A reference to more lines than a reader can check at a glance."""
+    LINES_CHANGED = "lines_changed"
+    """(Replay) the lines a reference cites hold other text today than when recorded."""
+
+
 class Evidence(BaseModel):
-    call_id: str = Field(description="The id of the tool call whose output holds the quote.")
-    quote: str = Field(description="Text copied exactly from that call's output.")
+    """One piece of a finding's evidence: a quote of a call's output, or a reference to its
+    lines (as the output showed them to the model), with the grounding check's verdict."""
+
+    call_id: str = Field(description="The id of the tool call whose output holds the evidence.")
+    quote: str = Field("", description="Text copied from that call's output; empty for lines.")
+    lines: str | None = Field(None, description='Lines of that output cited instead: "12-14".')
+    text: str | None = Field(
+        None,
+        description="Set by the grounding check: a reference's lines as recorded, or what a quote "
+        "cut inside a word was grounded on once trimmed to whole words.",
+    )
     grounded: bool | None = Field(None, description="Set by the grounding check, not the model.")
+    failure: Refusal | None = Field(None, description="The rule a refused piece failed.")
+    line: int | None = Field(
+        None, description="For a refused quote found in the output: the line it was found on."
+    )
+
+    @property
+    def shown(self) -> str:
+        """What the evidence shows a reader: a reference's lines, else the quote."""
+        return self.text if self.lines and self.text is not None else self.quote
+
+
+class EvidenceCheck(Evidence):
+    """The grounding check's verdict on one piece of evidence, with the sentence the model was
+    told when it was refused (report_finding's `data.quotes`)."""
+
+    grounded: bool
+    why: str = ""
 
 
 class Finding(BaseModel):
@@ -199,7 +255,7 @@ class Finding(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     next_steps: list[str] = Field(default_factory=list)
     grounded: bool = False
-    """True when every quote was found in the output of the call it names."""
+    """True when every piece of evidence passed the grounding check."""
 
 
 class FindingEvent(_Event):

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +41,19 @@ UNREDACTED = ("signature", "repaired")
 """Events the store writes itself, from hashes and signatures: nothing in them to redact, and
 an armored signature must stay byte for byte."""
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+AppendListener = Callable[[Path, Event], None]
+"""Hears each event as stored (redacted, sealed) with its transcript's path; must not raise."""
+_listeners: list[AppendListener] = []
+
+
+def listen(listener: AppendListener) -> Callable[[], None]:
+    """Every writer in this process tells `listener` of each event it stores, in the order of
+    the transcript, until the returned function is called: live telemetry tees the events of
+    any command this way, after the redaction and sealing that the transcript itself gets."""
+    _listeners.append(listener)
+    return lambda: _listeners.remove(listener)
 
 
 class TranscriptError(Exception):
@@ -282,7 +296,10 @@ class TranscriptWriter:
         if isinstance(event, SessionEnded) and self._seal is not None:
             head = Head(self._session_id, raw["seq"], raw["hash"])
             self._seal.at_end(self.path, head, event.status)
-        return parse_event(raw)
+        stored = parse_event(raw)
+        for listener in _listeners:  # under the lock, so each hears the transcript's order
+            listener(self.path, stored)
+        return stored
 
     def _write(self, line: bytes, durable: bool = True) -> None:
         good = self._size

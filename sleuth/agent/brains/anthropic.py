@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sleuth.agent.brains.request import MAX_OUTPUT_TOKENS, raised_limit, request_hash
 from sleuth.agent.brains.retry import AttemptLog, with_retries
+from sleuth.agent.evidence.lines import shown_conversation
 from sleuth.agent.protocols import BrainError, BrainReply, Message, Request
 from sleuth.transcripts.events import ContentBlock, ModelResponse, Usage
 from sleuth.transcripts.redact import register_secret
@@ -69,7 +70,8 @@ class AnthropicBrain:
         self.endpoint = str(self.client.base_url).rstrip("/")
 
     def body(self, request: Request, max_tokens: int | None = None) -> dict[str, Any]:
-        """The exact request: breakpoints on the last tool, the system prompt and the tail."""
+        """The exact request: breakpoints on the last tool, the system prompt and the tail; tool
+        outputs with their lines numbered, as evidence cites them."""
         tools: list[dict[str, Any]] = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
@@ -82,7 +84,7 @@ class AnthropicBrain:
             **({"temperature": self.temperature} if self.temperature is not None else {}),
             "system": [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}],
             "tools": tools,
-            "messages": _tail_breakpoint(request.messages),
+            "messages": _tail_breakpoint(shown_conversation(request.messages)),
         }
 
     def needs_streaming(self, max_tokens: int) -> bool:

@@ -28,6 +28,7 @@ from sleuth.agent.brains.prompt import system_prompt
 from sleuth.agent.brains.request import MAX_OUTPUT_TOKENS, raised_limit, request_hash
 from sleuth.agent.brains.retry import AttemptLog, with_retries
 from sleuth.agent.compact import family_tools, short_function
+from sleuth.agent.evidence.lines import shown_conversation
 from sleuth.agent.protocols import BrainError, BrainReply, Request
 from sleuth.config import ToolChoice
 from sleuth.transcripts.redact import register_secret
@@ -121,7 +122,7 @@ class OpenAIBrain:
             **({"seed": self.seed} if self.seed is not None else {}),
             "messages": [
                 {"role": "system", "content": system},
-                *to_chat_messages(request.messages),
+                *to_chat_messages(shown_conversation(request.messages)),
             ],
             "tools": tools,
         }

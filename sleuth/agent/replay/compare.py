@@ -18,9 +18,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, computed_field
 
 from sleuth.agent.brains.prompt import system_prompt
-from sleuth.agent.findings import REPORT_FINDING, CallRecord, QuoteGrounding, ground_quote
+from sleuth.agent.findings import REPORT_FINDING, CallRecord, check_evidence
 from sleuth.agent.session import sha256_of, tool_specs, tools_hash
-from sleuth.transcripts.events import Finding, SessionStarted, SessionStatus, ToolExecuted
+from sleuth.transcripts.events import (
+    Evidence,
+    EvidenceCheck,
+    Finding,
+    Refusal,
+    SessionStarted,
+    SessionStatus,
+    ToolExecuted,
+)
 from sleuth.transcripts.recording import Recording
 
 DIFF_LINES = 40
@@ -67,19 +75,14 @@ class CallDrift(BaseModel):
     diff: str = ""
 
 
-class QuoteCheck(BaseModel):
-    call_id: str
-    quote: str
-    grounded: bool
-
-
 class FindingDrift(BaseModel):
-    """A recorded finding's quotes, checked again against today's outputs."""
+    """A recorded finding's evidence, checked again against today's outputs."""
 
     claim: str
     was_grounded: bool
     holds: bool
-    quotes: list[QuoteCheck]
+    quotes: list[EvidenceCheck]
+    """Each piece's verdict today, with the rule it fails now (the loop's own reasons)."""
 
 
 class PromptDrift(BaseModel):
@@ -200,16 +203,11 @@ def ending_divergence(
 
 
 def recheck_findings(findings: list[Finding], outputs: dict[str, CallRecord]) -> list[FindingDrift]:
-    """Each recorded finding's quotes against today's outputs, with the loop's own check."""
+    """Each recorded finding's evidence against today's outputs, with the loop's own check; a
+    reference holds only while today's lines read as the recorded ones."""
     drift = []
     for finding in findings:
-        checks = []
-        for ev in finding.evidence:
-            call = outputs.get(ev.call_id)
-            # Today's output stands in for the recorded one, read in the turn after its call.
-            turn = call.turn + 1 if call else 0
-            held = ground_quote(ev.quote, call, claim=finding.claim, turn=turn).grounded
-            checks.append(QuoteCheck(call_id=ev.call_id, quote=ev.quote, grounded=held))
+        checks = [_recheck(ev, outputs.get(ev.call_id), finding.claim) for ev in finding.evidence]
         holds = bool(checks) and all(c.grounded for c in checks)
         drift.append(
             FindingDrift(
@@ -217,6 +215,21 @@ def recheck_findings(findings: list[Finding], outputs: dict[str, CallRecord]) ->
             )
         )
     return drift
+
+
+def _recheck(ev: Evidence, call: CallRecord | None, claim: str) -> EvidenceCheck:
+    # Today's output stands in for the recorded one, read in the turn after its call.
+    check = check_evidence(ev, call, claim=claim, turn=call.turn + 1 if call else 0)
+    check = check.model_copy(update={"call_id": ev.call_id})
+    if check.grounded and ev.lines and ev.text is not None and check.text != ev.text:
+        return check.model_copy(
+            update={
+                "grounded": False,
+                "failure": Refusal.LINES_CHANGED,
+                "why": f"lines {ev.lines} of call {ev.call_id} read differently today",
+            }
+        )
+    return check
 
 
 def prompt_drift(start: SessionStarted) -> list[PromptDrift]:
@@ -236,7 +249,7 @@ def first_ungrounded_call(event: ToolExecuted) -> str:
     verdicts."""
     data = event.result.data if isinstance(event.result.data, dict) else {}
     for raw in data.get("quotes", []):
-        quote = QuoteGrounding.model_validate(raw)
+        quote = EvidenceCheck.model_validate(raw)
         if not quote.grounded:
             return quote.call_id
     return ""

@@ -471,6 +471,8 @@ class LoadGen:
         self.lazy = trace is not None
         """Trace prompts are built one request at a time: a whole trace's would not fit."""
         self.headers = {"Content-Type": "application/json", **SECRETS.get("headers", {})}
+        if args.traceparent:  # Sleuth's trace context: a tracing engine joins the run's span
+            self.headers["traceparent"] = args.traceparent
         self.extra_body = json.loads(args.extra_body) if args.extra_body else {}
         self.records: list[dict[str, Any]] = []
         self.next_index = 0
@@ -1002,6 +1004,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-uvloop", action="store_true", help="use asyncio's own loop even if uvloop is here"
     )
     ap.add_argument("--out", default=None, help="JSONL file; default: a new file under /tmp")
+    ap.add_argument("--traceparent", default=None, help="W3C trace context sent on each request")
     return checked(ap, ap.parse_args(argv))
 
 

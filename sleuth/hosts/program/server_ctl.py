@@ -184,11 +184,15 @@ def exit_code(record: dict[str, Any]) -> int | None:
         return None
 
 
-def http_get(url: str, timeout: float = 2.0, cap: int = 0) -> dict[str, Any]:
+def http_get(
+    url: str, timeout: float = 2.0, cap: int = 0, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     # No proxies: the server is on this host's loopback, whatever http_proxy says.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(url, timeout=timeout) as resp:
+        with opener.open(
+            urllib.request.Request(url, headers=headers or {}), timeout=timeout
+        ) as resp:
             return {"status": resp.status, "body": resp.read(cap).decode("utf-8", "replace")}
     except urllib.error.HTTPError as exc:
         return {"status": exc.code, "body": exc.read(cap).decode("utf-8", "replace")}
@@ -307,7 +311,9 @@ def cmd_probe(arg: dict[str, Any]) -> dict[str, Any]:
     }
     url = arg.get("url")
     if url and alive:
-        out["http"] = http_get(url)
+        # The launch's trace context (Sleuth exports telemetry): a tracing engine joins it.
+        traceparent = arg.get("traceparent")
+        out["http"] = http_get(url, headers={"traceparent": traceparent} if traceparent else None)
     live_processes(record)
     return out
 

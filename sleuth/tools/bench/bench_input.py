@@ -212,8 +212,10 @@ def loadgen_args(
     out: str | None,
     roots: list[str] | None = None,
     trace_rows: int | None = None,
+    traceparent: str | None = None,
 ) -> list[str]:
-    """The load generator's argv; `trace_rows` is how many trace rows it gets on stdin."""
+    """The load generator's argv; `trace_rows` is how many trace rows it gets on stdin, and
+    `traceparent` the W3C trace context its requests carry (telemetry on)."""
     argv = [
         "--url",
         url,
@@ -268,4 +270,6 @@ def loadgen_args(
         argv += ["--extra-body", json.dumps(args.extra_body, separators=(",", ":"))]
     if out:
         argv += ["--out", out]
+    if traceparent:
+        argv += ["--traceparent", traceparent]
     return argv

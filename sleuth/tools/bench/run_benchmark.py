@@ -71,10 +71,10 @@ def benchmark(
     secrets = {**({"headers": headers} if headers else {}), **({"trace": trace} if trace else {})}
     rows = len(trace["rows"]) if trace else None
     if args.where == "remote":
-        raw, argv = _run_remote(host, args, secrets or None, rows)
+        raw, argv = _run_remote(host, args, secrets or None, rows, ctx.traceparent)
         rtt = None
     else:
-        raw, argv, rtt = _run_local(host, args, secrets or None, rows)
+        raw, argv, rtt = _run_local(host, args, secrets or None, rows, ctx.traceparent)
     path = _save(raw, ctx.results_dir, args.host)
     report = summarise(raw.splitlines(), args.slo(), percentiles=args.percentiles)
     run = BenchRun(
@@ -138,11 +138,12 @@ def _run_remote(
     args: RunBenchmarkInput,
     secrets: dict[str, Any] | None,
     rows: int | None,
+    traceparent: str | None,
 ) -> tuple[bytes, list[str]]:
     roots = host.real_roots if args.tokenizer else None
     result = host.run_program(
         "loadgen.py",
-        loadgen_args(args, args.endpoint, None, roots, rows),
+        loadgen_args(args, args.endpoint, None, roots, rows, traceparent),
         # On this machine the load generator runs with Sleuth's own interpreter, which
         # has aiohttp; the system python3 may not.
         python=args.python or (sys.executable if isinstance(host.host, LocalHost) else None),
@@ -166,6 +167,7 @@ def _run_local(
     args: RunBenchmarkInput,
     secrets: dict[str, Any] | None,
     rows: int | None,
+    traceparent: str | None,
 ) -> tuple[bytes, list[str], Dist | None]:
     local = LocalHost("local")
     roots = host.real_roots if args.tokenizer else None
@@ -175,7 +177,7 @@ def _run_local(
     ):
         out = str(Path(tmp) / "run.jsonl")
         head = ["-c", SECRET_RUNNER] if secrets else ["-"]
-        argv = [sys.executable, *head, *loadgen_args(args, url, out, roots, rows)]
+        argv = [sys.executable, *head, *loadgen_args(args, url, out, roots, rows, traceparent)]
         stdin = with_secrets("loadgen.py", secrets) if secrets else program("loadgen.py")
         result = local.run(argv, stdin=stdin, timeout=args.timeout_s, max_bytes=64_000)
         _check(result.exit_code, result.timed_out, result.stderr, "local", argv[0], args)

@@ -22,8 +22,8 @@ def header_text(r: HeaderReport) -> str:
         "dtypes: " + _hist(r.dtypes),
         f"logical params: {r.logical_params:,}",
         "metadata: " + json.dumps(r.metadata, sort_keys=True),
-        "tensors:",
-        *(f"  {pattern_line(p)}" for p in r.weight_map),
+        f"tensors ({GROUPED}):",
+        *weight_map_lines(r.weight_map),
     ]
     return "\n".join(lines)
 
@@ -59,9 +59,45 @@ def summary_text(s: CheckpointSummary) -> str:
         f"total_size {c.total_size_declared}, headers sum {c.total_size_headers}; "
         f"names match index: {c.names_match}"
     )
-    lines.append(f"weight map ({len(s.weight_map)} patterns):")
-    lines += [f"  {pattern_line(w)}" for w in s.weight_map]
+    lines.append(f"weight map ({len(s.weight_map)} patterns; {GROUPED}):")
+    lines += weight_map_lines(s.weight_map)
     return "\n".join(lines)
+
+
+GROUPED = "an indented name continues the prefix above it"
+
+
+def weight_map_lines(patterns: list[WeightPattern]) -> list[str]:
+    """The weight map, one line per pattern; patterns that share everything up to their last
+    `{…}` set are listed under that prefix, written once (on a 397B MoE that is a third of
+    the text: `layers.{0..2,4..6,…,56..58}.linear_attn.` six times over):
+
+        model.layers.{0..59}.mlp.experts.{0..511}.
+          down_proj.weight ×30720 U8[4096, 512]
+          up_proj.weight ×30720 U8[1024, 2048]
+    """
+    lines: list[str] = []
+    shared = ""
+    for i, p in enumerate(patterns):
+        prefix = _set_prefix(p.pattern)
+        runs = prefix and any(
+            _set_prefix(q.pattern) == prefix for q in patterns[max(i - 1, 0) : i + 2] if q is not p
+        )
+        if not runs:
+            shared = ""
+            lines.append(f"  {pattern_line(p)}")
+            continue
+        if prefix != shared:
+            shared = prefix
+            lines.append(f"  {prefix}")
+        lines.append(f"    {pattern_line(p)[len(prefix) :]}")
+    return lines
+
+
+def _set_prefix(pattern: str) -> str:
+    """The pattern up to the dot after its last `{…}` set; "" when it has none."""
+    end = pattern.rfind("}.")
+    return pattern[: end + 2] if end >= 0 else ""
 
 
 def pattern_line(p: WeightPattern) -> str:

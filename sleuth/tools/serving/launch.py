@@ -81,7 +81,9 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     # Read now, while the server's process surely runs: its whole environment, not just env.
     scrub = launch_scrubber(host, started.record.pid, started.record.log, env)
     try:
-        watch = wait_ready(host, server_id, engine, ready, args.timeout_s, args.poll_s)
+        watch = wait_ready(
+            host, server_id, engine, ready, args.timeout_s, args.poll_s, ctx.traceparent
+        )
     except Exception as exc:
         stopped = stop_quietly(host, server_id)
         raise ToolError(

@@ -83,17 +83,26 @@ def wait_ready(
     ready: ReadySpec,
     timeout_s: float,
     poll_s: float,
+    traceparent: str | None = None,
 ) -> Watch:
-    """Poll until ready, a failure line, the process's exit, or the timeout."""
+    """Poll until ready, a failure line, the process's exit, or the timeout. The health
+    requests carry `traceparent` when given (the launch's span, telemetry on)."""
     patterns = _patterns(engine, ready)
     watch = Watch()
     scan_from = 0
     deadline = time.monotonic() + timeout_s
+    trace = {"traceparent": traceparent} if traceparent else {}
     while True:
         probe = ctl(
             host,
             "probe",
-            {"id": server_id, "scan_from": scan_from, "patterns": patterns, "url": ready.url},
+            {
+                "id": server_id,
+                "scan_from": scan_from,
+                "patterns": patterns,
+                "url": ready.url,
+                **trace,
+            },
             Probe,
         )
         scan_from = probe.scan_to

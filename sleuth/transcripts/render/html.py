@@ -11,6 +11,7 @@ from sleuth.transcripts.events import (
     BudgetNotice,
     ErrorEvent,
     Event,
+    Evidence,
     FindingEvent,
     ModelTurn,
     SessionStarted,
@@ -23,6 +24,8 @@ from sleuth.transcripts.render.story import (
     call_label,
     call_status,
     command_lines,
+    evidence_head,
+    evidence_note,
     findings_of,
     grounded_mark,
     is_long,
@@ -93,8 +96,8 @@ def _html_finding(story: Story, event: FindingEvent) -> str:
         ev_cls = "ok" if ev.grounded else "warn"
         items.append(
             f'<li><a href="#{anchor(ev.call_id)}">{_e(call_label(story, ev.call_id))}</a>'
-            f' <span class="{ev_cls}">{_e(grounded_mark(ev.grounded))}</span>'
-            f"<pre>{_e(ev.quote)}</pre></li>"
+            f' <span class="{ev_cls}">{_e(evidence_head(ev))}</span>'
+            f"<pre>{_e(ev.shown)}</pre>{_note(ev)}</li>"
         )
     steps = "".join(f"<li>{_e(step)}</li>" for step in f.next_steps)
     return (
@@ -173,3 +176,8 @@ def render_html(events: Sequence[Event], banner: str | None = None) -> str:
         f"<h1>Sleuth investigation</h1>{head}\n{_html_verdicts(story)}\n"
         f"<h2>How it was found</h2>\n{body}\n</body></html>\n"
     )
+
+
+def _note(ev: Evidence) -> str:
+    note = evidence_note(ev)
+    return f'<p class="note">{_e(note)}</p>' if note else ""

@@ -23,6 +23,8 @@ from sleuth.transcripts.render.story import (
     call_label,
     call_status,
     command_lines,
+    evidence_head,
+    evidence_note,
     findings_of,
     grounded_mark,
     is_long,
@@ -72,8 +74,11 @@ def _md_finding(story: Story, event: FindingEvent) -> list[str]:
     ]
     for ev in f.evidence:
         link = f"[{call_label(story, ev.call_id)}](#{anchor(ev.call_id)})"
-        lines.append(f"- {link} ({grounded_mark(ev.grounded)}):")
-        lines += ["", "  " + _fence(ev.quote).replace("\n", "\n  "), ""]
+        lines.append(f"- {link} ({evidence_head(ev)}):")
+        lines += ["", "  " + _fence(ev.shown).replace("\n", "\n  "), ""]
+        note = evidence_note(ev)
+        if note:
+            lines += [f"  {note}", ""]
     if f.next_steps:
         lines += ["Next steps:", "", *(f"- {step}" for step in f.next_steps), ""]
     return lines

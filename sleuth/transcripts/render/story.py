@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from sleuth.transcripts.events import (
     Event,
+    Evidence,
     FindingEvent,
     ModelTurn,
     SessionEnded,
@@ -138,3 +139,18 @@ def session_line(s: SessionStarted) -> str:
 
 def grounded_mark(grounded: bool | None) -> str:
     return {True: "✓ grounded", False: "✗ not grounded", None: "unchecked"}[grounded]
+
+
+def evidence_head(ev: Evidence) -> str:
+    """`lines 12-14 · ✓ grounded`, or `✗ not grounded: cut_in_word (line 3)`."""
+    mark = grounded_mark(ev.grounded)
+    if ev.failure is not None:
+        mark += f": {ev.failure}" + (f" (line {ev.line})" if ev.line is not None else "")
+    return f"lines {ev.lines} · {mark}" if ev.lines else mark
+
+
+def evidence_note(ev: Evidence) -> str | None:
+    """For a quote cut inside a word: what it was grounded on once trimmed."""
+    if ev.lines or ev.text is None:
+        return None
+    return f"cut inside a word; grounded on: {ev.text}"

@@ -29,6 +29,8 @@ from sleuth.transcripts.render.story import (
     call_label,
     call_status,
     command_lines,
+    evidence_head,
+    evidence_note,
     findings_of,
     grounded_mark,
     is_long,
@@ -78,10 +80,13 @@ def _rich_finding(story: Story, event: FindingEvent) -> RenderableType:
         lines.append(
             Text.from_markup(
                 f"→ call [cyan]{escape(call_label(story, ev.call_id))}[/]"
-                f" ({escape(grounded_mark(ev.grounded))}): "
+                f" ({escape(evidence_head(ev))}): "
             )
-            + Text(ev.quote, style="italic")
+            + Text(ev.shown, style="italic")
         )
+        note = evidence_note(ev)
+        if note:
+            lines.append(Text("  " + note, style="dim"))
     lines += [Text(f"next: {step}", style="dim") for step in f.next_steps]
     return Panel(
         Group(*lines), title=Text(f"Finding: {f.claim}", style="bold"), border_style="blue"
