@@ -636,7 +636,7 @@ def test_a_secret_in_env_reaches_the_server_but_no_command_line_or_output(
     assert found == []
     assert result.data["exit_code"] == 4  # it ran to its end, with the token in its env
     # The tool hides the launch's env value in the log; the pipeline's redactor runs after it.
-    assert "token=[redacted" in result.output.lower()
+    assert "token=[REDACTED:launch-env]" in result.output
     assert token not in result.output and token not in json.dumps(result.data)
     assert "HF_TOKEN" in result.output
 

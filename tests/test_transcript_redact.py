@@ -12,8 +12,8 @@ from sleuth.transcripts.events import SessionStarted, ToolExecuted
 from sleuth.transcripts.redact import (
     clear_registered_secrets,
     redact,
+    redact_data,
     redact_env,
-    redact_obj,
     register_secret,
 )
 from sleuth.transcripts.store import TranscriptWriter
@@ -106,13 +106,13 @@ def test_registered_values_are_redacted_everywhere() -> None:
     assert redact("a short word") == "a short word"
 
 
-def test_redact_obj_walks_nested_data_and_secret_named_keys() -> None:
+def test_redact_data_walks_nested_data_and_secret_named_keys() -> None:
     data = {
         "env": {"HF_TOKEN": "unshaped-value", "PATH": "/usr/bin"},
         "argv": [["curl", "-H", "Authorization: Bearer abcdefghijklmnopqrstuvwxyz"]],
         "n": 3,
     }
-    cleaned = redact_obj(data)
+    cleaned = redact_data(data)
     assert cleaned["env"] == {"HF_TOKEN": "[REDACTED:by-key token]", "PATH": "/usr/bin"}
     assert cleaned["argv"][0][2] == "Authorization: Bearer [REDACTED:bearer-token]"
     assert cleaned["n"] == 3

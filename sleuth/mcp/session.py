@@ -51,6 +51,7 @@ from sleuth.transcripts.events import (
     SessionStatus,
     Totals,
 )
+from sleuth.transcripts.redact import redact_data
 from sleuth.transcripts.seal import Seal
 from sleuth.transcripts.store import TranscriptError, TranscriptWriter
 
@@ -158,7 +159,7 @@ class McpSession:
             with self._lock:
                 turn = self._returned + 1
             outcome = self.calls.report(call, turn)
-            data = outcome.finding.model_dump(mode="json") if outcome.finding else None
+            data = redact_data(outcome.finding.model_dump(mode="json")) if outcome.finding else None
             return CallOutcome(call.call_id, outcome.feedback, outcome.is_error, data)
         with self._lock:
             self._tool_calls += 1

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from sleuth.transcripts.events import Event, Repaired, SessionEnded, SessionStarted, parse_event
-from sleuth.transcripts.redact import redact_obj
+from sleuth.transcripts.redact import redact_data
 
 if TYPE_CHECKING:  # seal imports this module: the writer is handed one, never imports it
     from sleuth.transcripts.seal import Seal
@@ -283,7 +283,7 @@ class TranscriptWriter:
         # name): the rule for keys named like `session_id` is for cookies, not for it.
         own = {key: payload.pop(key) for key in SESSION_OWNED if key in payload}
         raw: dict[str, Any] = {"seq": self._seq, "ts": utc_timestamp(), "type": event.type}
-        raw.update(payload if event.type in UNREDACTED else redact_obj(payload))
+        raw.update(payload if event.type in UNREDACTED else redact_data(payload))
         raw.update(own)
         raw["prev"] = self._prev
         raw["hash"] = event_hash(raw)

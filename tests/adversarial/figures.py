@@ -51,6 +51,14 @@ FIGURES: dict[str, dict[str, str]] = {
         "what": "read-tool calls drawn over the planted by-key corpus",
         "expect": ">= 1000",
     },
+    "secrets_surface_calls": {
+        "what": "calls over the redaction corpus through `sleuth tool --json` and MCP",
+        "expect": ">= 90",
+    },
+    "secrets_surface_leaks": {
+        "what": "canaries (8+ characters) on any surface: --json, MCP, transcripts, show",
+        "expect": "0",
+    },
     "secrets_grep_oracle_differences": {
         "what": "prefix searches whose result told a right guess from a wrong one",
         "expect": "0",

@@ -29,7 +29,8 @@ from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
-from sleuth.transcripts.redact import clear_registered_secrets, looks_random, redact_obj
+from sleuth.transcripts.redact import clear_registered_secrets, redact_data
+from sleuth.transcripts.secret_text import looks_random
 from tests.sshd import SSHServer
 
 from . import figures
@@ -282,7 +283,7 @@ def check(world: World, ctx: ToolContext, name: str, raw: dict[str, Any]) -> Non
     assert "internal error" not in (result.error or ""), result.error
     # What the model, the transcript and the terminal get: the tool's result after the
     # pattern redaction every face applies (loop.py, tools_cmd.py, the transcript store).
-    seen = redact_obj(result.model_dump(exclude={"argv"}))
+    seen = redact_data(result.model_dump(exclude={"argv"}))
     if name == "grep":  # the model's own pattern, echoed back, tells it nothing new
         seen["output"] = seen["output"].replace(f"no matches for {raw['pattern']!r}", "")
     shown = json.dumps(seen, ensure_ascii=False)

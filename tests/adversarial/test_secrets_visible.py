@@ -21,7 +21,8 @@ from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
-from sleuth.transcripts.redact import looks_random, redact, redact_obj
+from sleuth.transcripts.redact import redact, redact_data
+from sleuth.transcripts.secret_text import looks_random
 
 GPU_UUIDS = [
     "GPU-5a3c1b2e-8f7d-4e6a-9b1c-2d3e4f5a6b7c",
@@ -56,7 +57,7 @@ def shown(ctx: ToolContext, name: str, **args: Any) -> str:
     """What a model would read: the tool's output and data after the pipeline's redaction."""
     result = execute(ctx, name, {"host": "local", **args})
     assert result.ok, result.error
-    return json.dumps(redact_obj(result.model_dump(exclude={"argv"})))
+    return json.dumps(redact_data(result.model_dump(exclude={"argv"})))
 
 
 def test_git_shas_in_git_log_stay_visible(ctx_root: tuple[ToolContext, Path]) -> None:

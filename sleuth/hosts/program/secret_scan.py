@@ -22,6 +22,7 @@ import json
 import os
 import re
 import sys
+import unicodedata
 from typing import TYPE_CHECKING, Any
 
 MAX_SCAN_BYTES = 64 * 1024 * 1024
@@ -33,21 +34,42 @@ if TYPE_CHECKING:
     Span = tuple[int, int, str]
 
 
+def _unescape(match: re.Match[str]) -> str:
+    text = match.group()
+    code = int(text[2:] if text[0] == "\\" else text[1:], 16)
+    return chr(code) if code < 0x110000 else text
+
+
 class Rules:
     def __init__(self, doc: dict[str, Any]) -> None:
         self.words = re.compile(doc["words"])
         self.rules = [(label, re.compile(rule)) for label, rule in doc["rules"]]
+        self.squashed = re.compile(doc["squashed"])
+        self.escapes = re.compile(doc["escapes"])
         self.soft = frozenset(doc["soft"])
         self.stems = tuple(doc["stems"])
         self._cache: dict[str, str | None] = {}
 
+    def plain(self, key: str) -> str:
+        """The key as a reader sees it: `pass\\u0077ord`, `pass%77ord`, fullwidth letters
+        and invisible characters all read as `password` (sleuth.transcripts.secret_keys)."""
+        if "\\" in key or "%" in key:
+            key = self.escapes.sub(_unescape, key)
+        if not key.isascii():
+            folded = unicodedata.normalize("NFKC", key)
+            key = "".join(c for c in folded if unicodedata.category(c) != "Cf")
+        return key
+
     def label(self, key: str) -> str | None:
         if key not in self._cache:
-            lowered = key.lower()
+            plain = self.plain(key)
+            lowered = plain.lower()
             if not any(stem in lowered for stem in self.stems):
                 return None
-            words = "_" + "_".join(w.lower() for w in self.words.findall(key)) + "_"
-            self._cache[key] = next((lb for lb, rule in self.rules if rule.search(words)), None)
+            words = "_" + "_".join(w.lower() for w in self.words.findall(plain)) + "_"
+            found = next((lb for lb, rule in self.rules if rule.search(words)), None)
+            squashed = self.squashed.search(re.sub("[^a-z0-9]+", "", lowered))
+            self._cache[key] = found or (squashed.lastgroup if squashed else None)
         return self._cache[key]
 
     def hides(self, label: str | None, value: str) -> bool:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from sleuth.tools.context import ToolContext
 from sleuth.tools.files import redacted_grep
+from sleuth.tools.files.names import shown_name
 from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import cap_output
 from sleuth.transcripts.results import ToolResult
@@ -63,10 +64,10 @@ def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
     at_least = "at least " if found.raw_cut else ""
     summary = f"{at_least}{len(found.matches)} matching lines in {at_least}{len(files)} files"
     if not found.matches:
-        summary = f"no matches for {args.pattern!r} under {path}"
+        summary = f"no matches for {args.pattern!r} under {shown_name(path)}"
     if found.unscanned:
-        summary += (
-            f"; not searched, too big to check for secrets by key: {', '.join(found.unscanned)}"
+        summary += "; not searched, too big to check for secrets by key: " + ", ".join(
+            shown_name(name) for name in found.unscanned
         )
     if found.hidden:
         summary += (
@@ -101,8 +102,8 @@ def _grep_lines(
 ) -> list[str]:
     """grep's own layout: `file:N:text` for a match, `file-N-text` around it, `--` between."""
     shown: dict[tuple[str, int], str] = {
-        **{hit: f"{hit[0]}-{hit[1]}-{text}" for hit, text in context.items()},
-        **{(name, n): f"{name}:{n}:{text}" for name, n, text in matches},
+        **{hit: f"{shown_name(hit[0])}-{hit[1]}-{text}" for hit, text in context.items()},
+        **{(name, n): f"{shown_name(name)}:{n}:{text}" for name, n, text in matches},
     }
     lines: list[str] = []
     last: tuple[str, int] | None = None

@@ -18,10 +18,24 @@ from sleuth.hosts.host import HostError, LocalHost, read_whole
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import secret_scan
 from sleuth.tools.results import ToolError
-from sleuth.transcripts.redact import KEY_RULES, KEY_STEMS, KEY_WORDS, SOFT_LABELS
+from sleuth.transcripts.secret_keys import (
+    KEY_ESCAPES,
+    KEY_RULES,
+    KEY_STEMS,
+    KEY_WORDS,
+    SOFT_LABELS,
+    SQUASHED_RULE,
+)
 
 RULES = json.dumps(
-    {"words": KEY_WORDS, "rules": KEY_RULES, "soft": sorted(SOFT_LABELS), "stems": KEY_STEMS}
+    {
+        "words": KEY_WORDS,
+        "rules": KEY_RULES,
+        "squashed": SQUASHED_RULE,
+        "escapes": KEY_ESCAPES,
+        "soft": sorted(SOFT_LABELS),
+        "stems": KEY_STEMS,
+    }
 )
 _RULES = secret_scan.Rules(json.loads(RULES))
 
@@ -68,12 +82,15 @@ def scan_paths(
     wanted = sorted(set(paths))
     if not wanted:
         return {}
+    # A name holding a line break cannot be a program's argument (see check_arg): such a
+    # file is read over SFTP and scanned here.
+    odd = [p for p in wanted if "\n" in p or "\r" in p]
     found: Scanned | None = None
     if not isinstance(sandbox.host, LocalHost):
-        found = _on_host(sandbox, wanted, timeout)
+        found = _on_host(sandbox, [p for p in wanted if p not in odd], timeout)
     if found is None:
         found = {p: _here(sandbox, p, timeout) for p in wanted}
-    return found
+    return found | {p: _here(sandbox, p, timeout) for p in odd if p not in found}
 
 
 def _here(sandbox: SandboxedHost, path: str, timeout: float | None) -> Redacted | None:
@@ -92,6 +109,8 @@ def _here(sandbox: SandboxedHost, path: str, timeout: float | None) -> Redacted 
 
 def _on_host(sandbox: SandboxedHost, paths: list[str], timeout: float | None) -> Scanned | None:
     """The scan run by the host's python3; None when it has none that works."""
+    if not paths:
+        return {}
     try:
         run = sandbox.run_program(
             "secret_scan.py", [RULES, *paths], timeout=timeout, max_bytes=64 << 20

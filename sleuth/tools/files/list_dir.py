@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from sleuth.tools.context import ToolContext
 from sleuth.tools.files.failure import command_failure
+from sleuth.tools.files.names import shown_name
 from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import ToolError, cap_output
 from sleuth.transcripts.results import ToolResult
@@ -55,14 +56,16 @@ def list_dir(ctx: ToolContext, args: ListDirInput) -> ToolResult:
         "-maxdepth",
         str(args.depth),
         "-printf",
-        r"%y\t%s\t%P\n",
+        r"%y\t%s\t%P\0",
     ]
     run = sandbox.run(argv)
     if run.timed_out or run.exit_code not in (0, 1):
         raise ToolError(command_failure(run.stderr, run.exit_code, run.timed_out, path))
     entries: list[DirEntry] = []
-    for line in run.stdout.decode(errors="replace").splitlines():
-        parts = line.split("\t", 2)
+    # NUL ends each entry, since a name may hold a newline; a last entry the host's cap cut
+    # short has none and is left out.
+    for record in run.stdout.split(b"\x00")[:-1]:
+        parts = record.decode(errors="replace").split("\t", 2)
         if len(parts) == 3 and parts[1].isdigit():
             kind = _KINDS.get(parts[0], "other")
             entries.append(DirEntry(kind=kind, size=int(parts[1]), name=parts[2]))
@@ -71,13 +74,14 @@ def list_dir(ctx: ToolContext, args: ListDirInput) -> ToolResult:
     shown = entries[: args.max_entries]
     more = seen - len(shown)
     body = "".join(
-        f"{e.kind:<6} {e.size:>14} {e.name}{'/' if e.kind == 'dir' else ''}\n" for e in shown
+        f"{e.kind:<6} {e.size:>14} {shown_name(e.name)}{'/' if e.kind == 'dir' else ''}\n"
+        for e in shown
     )
     tail = ""
     if more or run.stdout_cut:
         tail = f"[truncated: {more} more entries{' and more not read' if run.stdout_cut else ''}]\n"
     text, cut = cap_output(
-        f"{path}: {seen} entries\n{body}",
+        f"{shown_name(path)}: {seen} entries\n{body}",
         ctx.limits.max_output_bytes,
         ctx.limits.max_output_lines + 1,
     )

@@ -29,7 +29,16 @@ def _ci(word: str) -> str:
 
 
 # A value that is not a number, or none on this line (a YAML parent or block follows).
-_ASSIGNED = r"[A-Za-z0-9_\"'-]*[[:space:]]*[:=]([[:space:]]*[\"']?[^0-9[:space:]]|[[:space:]]*$)"
+_VALUE = r"[:=]([[:space:]]*[\"']?[^0-9[:space:]]|[[:space:]]*$)"
+_ASSIGNED = r"[A-Za-z0-9_\"'-]*[[:space:]]*" + _VALUE
+# A name written with escapes (`pass\u0077ord`, `pass%77ord`) or in letters outside ASCII
+# (fullwidth `ｐａｓｓ`): its words are not in the line as written.
+_ODD_NAME = r"[-A-Za-z0-9_.%\\]*[\"']?[[:space:]]*" + _VALUE
+_ODD_NAMES = [
+    r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2})" + _ODD_NAME,
+    "%[0-9a-fA-F]{2}" + _ODD_NAME,
+    "[^\t -~]" + _ODD_NAME,
+]
 SHADOW = "|".join(
     [
         *(_ci(w) for w in ("passw", "passp", "pwd", "secret", "cred", "auth", "bearer", "cookie")),
@@ -42,6 +51,7 @@ SHADOW = "|".join(
         *(_ci(w) + _ASSIGNED for w in ("token", "session")),
         *("<[^>]*" + _ci(w) for w in ("token", "session")),
         "(KEY|_PAT)[\"']?[[:space:]]*[:=]",
+        *_ODD_NAMES,
         r"^\[",
         "-----BEGIN",
         "sk-",
@@ -56,13 +66,16 @@ SHADOW = "|".join(
         "glpat-",
         "npm_",
         "eyJ",
-        "://[^[:space:]:/@\"'<>]+:[^[:space:]@/\"'<>]+@",
+        ":[^[:space:]?#\"'<>]*@",
+        "[?&][-A-Za-z0-9_.%]+=[^&#[:space:]]",
+        "--[-A-Za-z0-9_.]*(" + _ci("token") + "|" + _ci("session") + ")[[:space:]]",
         "[=:\"'][[:space:]]*[\"']?[A-Za-z0-9+/_-]{24,}",
     ]
 )
 """Every line redaction may change matches this (extended regex, fixed): the secret
-shapes of `sleuth.transcripts.redact`, its secret names beside a value, the key words of
-the by-key rules anywhere (a YAML parent `auth:`), section headers and long tokens."""
+shapes of `sleuth.transcripts.secret_text` (URL authorities, query parameters, flags), its
+secret names beside a value, names written with escapes, the key words of the by-key rules
+anywhere (a YAML parent `auth:`), section headers and long tokens."""
 
 SHADOW_CAP = 32 << 20
 
@@ -83,13 +96,22 @@ class Found:
 
 
 def parse(stdout: bytes) -> list[tuple[str, int, str]]:
-    """`grep -n -Z` output -> (file, line number, text)."""
+    """`grep -n -Z` output -> (file, line number, text).
+
+    Each record is `NAME\\0N:TEXT\\n`. A name may hold newlines (only NUL is barred from
+    it) and a text may not, so records are split at NULs: the text runs to the first
+    newline after one, and the next name from there to the next NUL. A last record
+    without its newline (a host's cap cut it) is dropped, as its text may be cut short.
+    """
     out = []
-    for line in stdout.split(b"\n"):
-        name, sep, rest = line.partition(b"\x00")
+    chunks = stdout.split(b"\x00")
+    name = chunks[0]
+    for chunk in chunks[1:]:
+        rest, newline, following = chunk.partition(b"\n")
         number, colon, text = rest.partition(b":")
-        if sep and colon and number.isdigit():
+        if newline and colon and number.isdigit():
             out.append((name.decode(errors="replace"), int(number), text.decode(errors="replace")))
+        name = following
     return out
 
 
@@ -212,11 +234,14 @@ def context_lines(
     keyed = scan_paths(sandbox, sorted(wanted), timeout) if wanted else {}
     out: dict[Hit, str] = {}
     for name, lines in sorted(wanted.items()):
+        if "\n" in name or "\r" in name:
+            continue  # no command takes such a name as an argument: its matches stand alone
         # `=` prints the number, `p` the line: the two alternate, whatever the line holds.
         script = ";".join(f"{n}{{=;p;}}" for n in sorted(lines))
         run = sandbox.run(["sed", "-n", "-e", script, "--", name])
         _check(run, name, ToolError, "reading context")
-        printed = run.stdout.split(b"\n")
+        # A line the host's cap cut short is not shown: only whole lines, each after its number.
+        printed = run.stdout[: run.stdout.rfind(b"\n") + 1].split(b"\n")
         for number, text in zip(printed[0::2], printed[1::2], strict=False):
             if number.isdigit():
                 n = int(number)

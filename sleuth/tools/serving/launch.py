@@ -8,7 +8,6 @@ a failed launch is explained by `diagnose` (kind, headline, evidence, fix) under
 
 from __future__ import annotations
 
-import re
 import secrets
 import shlex
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from sleuth.tools.serving.data import LaunchData, Milestone, RefusedLaunch
 from sleuth.tools.serving.diagnose import Diagnosis, diagnose, render
 from sleuth.tools.serving.diagnose_lines import split_lines
 from sleuth.tools.serving.engines import VllmEntry
+from sleuth.tools.serving.env_scrub import Scrubber, launch_scrubber
 from sleuth.tools.serving.launch_input import (
     LaunchServerInput,
     checked_env,
@@ -37,8 +37,6 @@ from sleuth.tools.serving.readiness import Watch, wait_ready
 from sleuth.tools.serving.stop import stop_quietly
 from sleuth.transcripts.results import ToolResult
 
-# Environment names whose values are scrubbed from server output shown to the model.
-SECRET_ENV_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 MODULE_NOTE = (
     "entry point: python -m vllm.entrypoints.openai.api_server (the `vllm` console script "
     "is missing or cannot find the vllm distribution's metadata in this environment)"
@@ -80,6 +78,8 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
         if exc.failure != "port_in_use":
             raise
         return _refused(_port_in_use(str(exc)), argv, checked)
+    # Read now, while the server's process surely runs: its whole environment, not just env.
+    scrub = launch_scrubber(host, started.record.pid, started.record.log, env)
     try:
         watch = wait_ready(
             host, server_id, engine, ready, args.timeout_s, args.poll_s, ctx.traceparent
@@ -87,10 +87,10 @@ def launch_server(ctx: ToolContext, args: LaunchServerInput) -> ToolResult:
     except Exception as exc:
         stopped = stop_quietly(host, server_id)
         raise ToolError(
-            f"lost track of server {server_id} while waiting for it ({exc}); {stopped}"
+            scrub(f"lost track of server {server_id} while waiting for it ({exc}); {stopped}")
         ) from exc
     launched = Launched(
-        host.name, server_id, engine, port, started.record, argv, env, entry, checked
+        host.name, server_id, engine, port, started.record, argv, env, entry, checked, scrub
     )
     kv_line = next((line for _, name, line in watch.milestones if name == "KV cache allocated"), "")
     check = (
@@ -116,14 +116,9 @@ class Launched:
     env: dict[str, str]
     entry: VllmEntry | None
     preflight: PreflightReport | None
-
-    def scrub(self, text: str) -> str:
-        """Replace the launch's secret environment values in server output (a server may
-        log them)."""
-        for name, value in self.env.items():
-            if value and SECRET_ENV_NAME.search(name):
-                text = text.replace(value, "[redacted: launch env value]")
-        return text
+    scrub: Scrubber
+    """Replaces the server's secret environment values (a server may log them); applied to
+    the result's text and data as they leave."""
 
 
 def _result(
@@ -143,10 +138,11 @@ def _result(
         stopped = stop_quietly(host, launched.server_id, grace_s=5.0)
     launch_data = _launch_data(launched, watch, diagnosis, stopped)
     launch_data.kv_check = check
-    data = launch_data.model_dump(mode="json")
+    data = launched.scrub.data(launch_data.model_dump(mode="json"))
     lines = _summary(launched, watch, diagnosis, stopped)
     if check is not None:
         lines.insert(len(lines) if stopped is None else len(lines) - 3, check.text())
+    lines = [launched.scrub(line) for line in lines]
     text, cut = cap_output(
         "\n".join(lines), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
     )
@@ -159,9 +155,9 @@ def _result(
 def _diagnose_log(host: SandboxedHost, launched: Launched, watch: Watch) -> Diagnosis:
     """Diagnose from the log's last 64 KB plus the start-up lines seen before them."""
     got = ctl(host, "log", {"id": launched.server_id, "bytes": 64 << 10}, LogText)
-    lines = split_lines(launched.scrub(got.text))
+    lines = split_lines(got.text)
     if got.cut:
-        lines = [launched.scrub(line) for _, _, line in watch.milestones] + lines[1:]
+        lines = [line for _, _, line in watch.milestones] + lines[1:]
     return diagnose(lines, exit_code=watch.exit_code)
 
 
@@ -229,10 +225,9 @@ def _launch_data(
         log=record.log,
         elapsed_s=round(watch.elapsed_s, 2),
         milestones=[
-            Milestone(t_s=round(t, 2), name=name, line=launched.scrub(line))
-            for t, name, line in watch.milestones
+            Milestone(t_s=round(t, 2), name=name, line=line) for t, name, line in watch.milestones
         ],
-        failure_line=launched.scrub(watch.failure) if watch.failure else None,
+        failure_line=watch.failure,
         exit_code=watch.exit_code,
         host=launched.host,
         entry_point=launched.entry,
@@ -260,14 +255,14 @@ def _summary(
         lines[1:1] = render(diagnosis)
     if stopped is not None:
         lines.append(stopped)
-        lines += ["log tail:", launched.scrub(watch.tail) or "(log is empty)"]
+        lines += ["log tail:", watch.tail or "(log is empty)"]
     return lines
 
 
 def _head(launched: Launched, watch: Watch) -> list[str]:
     server_id, record = launched.server_id, launched.record
     took = f"{watch.elapsed_s:.1f} s"
-    failure = launched.scrub(watch.failure) if watch.failure else None
+    failure = watch.failure
     head = {
         "ready": f"server {server_id} is ready on 127.0.0.1:{launched.port} after {took}",
         "failed": f"server {server_id} failed after {took}: the log says {failure!r}",
@@ -289,9 +284,7 @@ def _head(launched: Launched, watch: Watch) -> list[str]:
     lines.append(f"log: {record.log}")
     if watch.milestones:
         lines.append("start-up milestones (seconds after launch, to within one poll):")
-        lines += [
-            f"  +{t:7.1f} s  {name}: {launched.scrub(line)}" for t, name, line in watch.milestones
-        ]
+        lines += [f"  +{t:7.1f} s  {name}: {line}" for t, name, line in watch.milestones]
     else:
         lines.append("start-up milestones: none seen in the log")
     return lines

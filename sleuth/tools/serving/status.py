@@ -26,6 +26,7 @@ from sleuth.tools.serving.ctl import (
     ctl,
 )
 from sleuth.tools.serving.data import ServerList, ServerStatus, ServerSummary, VllmMetrics
+from sleuth.tools.serving.env_scrub import status_scrubber
 from sleuth.tools.serving.stop import stop_command
 from sleuth.transcripts.results import ToolResult
 
@@ -85,11 +86,15 @@ def server_status(ctx: ToolContext, args: ServerStatusInput) -> ToolResult:
         {"id": args.server_id, "paths_by_engine": STATUS_PATHS, "tail_lines": 20},
         Status,
     )
+    # The log tail and the engine's pages may echo the server's secret environment values.
+    pids = [status.record.pid, *(p.pid for p in status.processes)] if status.alive else []
+    scrub = status_scrubber(host, pids, status.record.log)
     data = status_data(status)
     text, cut = cap_output(
-        render_status(data), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
+        scrub(render_status(data)), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
     )
-    return ToolResult(ok=True, output=text, data=data.model_dump(mode="json"), bytes_cut=cut)
+    shown = scrub.data(data.model_dump(mode="json"))
+    return ToolResult(ok=True, output=text, data=shown, bytes_cut=cut)
 
 
 def status_data(status: Status) -> ServerStatus:
