@@ -116,7 +116,7 @@ def test_a_full_rewrite_with_a_recomputed_chain_fails_on_its_signature(
 
     def forge(raws: list[dict[str, Any]]) -> list[dict[str, Any]]:
         call = next(r for r in raws if r["type"] == "tool_executed")
-        call["output"] += "\nmodel.layers.61.eh_proj.weight BF16 [7168, 14336]"
+        call["result"]["output"] += "\nmodel.layers.61.eh_proj.weight BF16 [7168, 14336]"
         return raws
 
     rewrite(path, forge)

@@ -29,7 +29,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(
         export_app,
         name="export",
-        help="Export recorded runs: sleuth export otel TRANSCRIPT... --endpoint URL.",
+        help="Export recorded runs to the tools operators already watch.\n\n"
+        "Example: sleuth export otel transcripts/*.jsonl --endpoint http://127.0.0.1:4318",
     )
 
 

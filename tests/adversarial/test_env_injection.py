@@ -78,7 +78,15 @@ def plant(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def launch(env: dict[str, str]) -> dict[str, Any]:
-    return {"engine": "sglang", "model_path": "models", "env": env, "timeout_s": 5, "poll_s": 0.1}
+    # No preflight: it would refuse the stand-in engine before the server (and its env) ran.
+    return {
+        "engine": "sglang",
+        "model_path": "models",
+        "env": env,
+        "timeout_s": 5,
+        "poll_s": 0.1,
+        "preflight": False,
+    }
 
 
 def test_sleuth_ask_yes_runs_no_start_up_variable(tmp_path: Path) -> None:
