@@ -36,10 +36,10 @@ from safetensors.numpy import save_file
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost, RunResult
 from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.posix_files import READ_LINES_SCRIPT
 from sleuth.hosts.ssh import SSHHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
-from sleuth.tools.files.read_lines import READ_LINES_SCRIPT
 from sleuth.tools.registry import all_tools, execute
 from sleuth.tools.results import ToolResult
 from tests.sshd import SSHServer

@@ -78,10 +78,10 @@ def scan_paths(
 
 def _here(sandbox: SandboxedHost, path: str, timeout: float | None) -> Redacted | None:
     """Read the file (over SFTP for a remote host) and scan it in this process."""
-    size = sandbox.host.stat(path).size
+    size = sandbox.files.stat(path).size
     if size > secret_scan.MAX_SCAN_BYTES:
         return None if _must_scan(path) else {}
-    raw = read_whole(sandbox.host, path, size=size, timeout=timeout)
+    raw = read_whole(sandbox.files, path, size=size, timeout=timeout)
     found = secret_scan.scan_bytes(raw, path, _RULES)
     # As the program's JSON answer would carry them: bytes that are not UTF-8 replaced.
     return {

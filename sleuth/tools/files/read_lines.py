@@ -1,7 +1,7 @@
 """read_lines: numbered lines of a text file, like `sed -n 'START,ENDp'`, secrets redacted.
 
-The range is read by a fixed script whose path and numbers arrive as positional
-parameters, never as code.
+The range is read beneath the host's roots by `sandbox.files` (Sleuth's host program, or a
+fixed `cut | sed` script whose path and numbers arrive as positional parameters).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import ToolError, ToolResult, cap_output
 
 LINE_BYTES = 4096
-# `cut` streams, so a file of one enormous line costs no memory, where `sed` alone would hold it.
-READ_LINES_SCRIPT = 'cut -b "1-$1" -- "$2" | sed -n -e "$3,$4p" -e "\\$="'
 
 
 class ReadLinesInput(ToolInput):
@@ -59,28 +57,15 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
     if end - args.start + 1 > limit:
         end = args.start + limit - 1
         note = f"(range shortened to {limit} lines, the per-call limit)\n"
-    if b"\x00" in sandbox.host.read_range(path, 0, 8192):
+    if b"\x00" in sandbox.files.read_range(path, 0, 8192):
         raise ToolError(
             f"{path} is binary (NUL bytes in its first 8 KiB); read_lines shows text. "
             "For a .safetensors file use safetensors_header."
         )
-    argv = [
-        "sh",
-        "-c",
-        READ_LINES_SCRIPT,
-        "sleuth-read-lines",
-        str(LINE_BYTES + 1),
-        path,
-        str(args.start),
-        str(end),
-    ]
-    run = sandbox.run(argv)
+    run = sandbox.files.read_lines(path, args.start, end, LINE_BYTES + 1)
     if run.timed_out or run.exit_code != 0 or run.stderr.strip():
         raise ToolError(command_failure(run.stderr, run.exit_code, run.timed_out, path))
-    raw_lines = run.stdout.split(b"\n")[:-1] if run.stdout.endswith(b"\n") else []
-    total: int | None = None
-    if not run.stdout_cut and raw_lines and raw_lines[-1].isdigit():
-        total = int(raw_lines.pop())
+    raw_lines, total = run.lines, run.total
     keyed = scan_paths(sandbox, [path], ctx.limits.timeout_s).get(path, {})
     if keyed is None:
         raise too_big(path)
