@@ -91,6 +91,7 @@ def describe_hosts(ctx: ToolContext) -> list[HostInfo]:
         except HostError as exc:
             info.address = f"unreachable: {exc}"
         else:
+            info.call_mode = facts.call_mode
             if facts.address:  # this machine has none, and keeps its name
                 info.address = f"{facts.user}@{facts.address}"
                 info.fingerprint = facts.host_key_fingerprint

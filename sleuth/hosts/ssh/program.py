@@ -272,6 +272,8 @@ class HostPrograms:
         self.conn, self.name, self.calls = conn, name, calls
         self.starts = 0
         """Resident programs started, all connections together."""
+        self.payload_bytes = 0
+        """Bytes of answers' payloads (file bytes read, mostly), all programs together."""
         self._residents: dict[str, Resident] = {}
         self._missing: dict[str, tuple[paramiko.Transport | None, NoProgram]] = {}
         self._starting: dict[str, threading.Lock] = {}
@@ -287,14 +289,19 @@ class HostPrograms:
         for attempt in (1, 2):
             try:
                 if self.calls == "exec":
-                    return self._once(python, asked, payload, timeout)
-                return self._resident_answer(python, asked, payload, timeout)
+                    answer = self._once(python, asked, payload, timeout)
+                else:
+                    answer = self._resident_answer(python, asked, payload, timeout)
             except ProgramGone as exc:
                 if attempt == 2:
                     raise HostError(
                         f"{exc}, and again on a freshly started one; the request was not answered",
                         ErrorKind.HOST,
                     ) from exc
+                continue
+            with self._lock:
+                self.payload_bytes += len(answer.payload)
+            return answer
         raise AssertionError("unreachable")
 
     def mode(self, python: str) -> CallMode:
@@ -310,6 +317,12 @@ class HostPrograms:
         with self._lock:
             transport, why = self._missing.get(python, (None, None))
         return str(why) if why is not None and transport is self.conn.transport else None
+
+    def running(self, python: str) -> Resident | None:
+        """The resident program for `python`, while one runs."""
+        with self._lock:
+            current = self._residents.get(python)
+        return current if current is not None and not current.dead else None
 
     def reset(self) -> None:
         """The connection closed: its programs went with it; a new one asks again."""
