@@ -751,6 +751,7 @@ class Context:
     def in_child(self, req: dict[str, Any]) -> Reply:
         """`req` answered by this program run once, in its own single-threaded process."""
         import subprocess
+
         child = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", BOOT, "once"],
             stdin=subprocess.PIPE,
