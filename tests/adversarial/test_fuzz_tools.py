@@ -51,9 +51,10 @@ SECRET = f"SLEUTH-SECRET-{secrets.token_hex(6)}"
 CI_EXAMPLES = 1_000
 DEEP_EXAMPLES = 10_000
 EXEC_SHARE = 4
-"""On the exec path every request starts a Python on the host (~50 ms of CPU each, against
-~0.5 ms for a request to the resident program): a quarter of the examples keeps the suite's
-time, and the property checked is the same."""
+"""The share of the examples drawn on the exec path, where every file request starts a Python
+on the host: the whole draw there takes 190 s against 116 s resident (mostly launch_server,
+which runs the same either way); a quarter keeps the suite's time, checking the same
+property on every read tool."""
 
 INJECTIONS = [
     f"$(touch {CANARY})",
