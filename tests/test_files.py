@@ -205,7 +205,7 @@ def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_200mb_file_stays_within_caps_and_bounded_memory(ctx: ToolContext, big_file: Path) -> None:
     sandbox = ctx.hosts["local"]
     sandbox.config = sandbox.config.model_copy(update={"roots": [str(big_file.parent)]})
-    sandbox._real_roots = None
+    sandbox._roots = None
     tracemalloc.start()
     try:
         lines = run(ctx, "read_lines", path=str(big_file), start=1, end=2000)

@@ -119,7 +119,7 @@ class SandboxedHost:
         """Outside the roots as written (`how` "outside"), with the one root that would allow
         exactly that path: the folder itself, or a file's own folder, never a wider parent;
         or through a symlink (`how` "link"), whose target is never said."""
-        where = f"{self._roots_text()}"
+        where = self._roots_text()
         to = f"under [hosts.{self.name}] in {self.config_source}"
         if how == "link":
             return PolicyError(

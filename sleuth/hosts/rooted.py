@@ -204,8 +204,9 @@ class RootedFiles:
             return RunResult(**_timed_out(argv))
         if isinstance(problem, ProgramTimeout):
             return RunResult(**_timed_out(argv))
-        if problem is not None:
-            raise problem
+        if problem is not None:  # as a program that failed: its caller says so, or falls back
+            said = str(problem).encode()
+            return RunResult(argv=argv, exit_code=1, stdout=b"", stderr=said)
         out = answer.payload
         return RunResult(
             argv=argv,
