@@ -62,9 +62,17 @@ def sshd_no_sftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer
         server.stop()
 
 
-@pytest.fixture(scope="session", params=CALL_MODES)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses an SSH host through these fixtures runs in each call mode."""
+    if "ssh_calls" in metafunc.fixturenames:
+        metafunc.parametrize("ssh_calls", CALL_MODES, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
 def ssh_calls(request: pytest.FixtureRequest) -> str:
-    mode: str = request.param
+    """The call mode under test; "resident" for a test that asks for a host at run time
+    (`request.getfixturevalue`), which cannot be parametrized."""
+    mode: str = getattr(request, "param", "resident")
     return mode
 
 
