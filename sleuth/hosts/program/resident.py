@@ -36,7 +36,7 @@ import types
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # not imported on the host: `typing` alone costs a per-call run 3 ms
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Generator, Iterator
     from typing import Any
 
     Reply = tuple[dict[str, Any], bytes]
@@ -434,27 +434,23 @@ def _list(
                     os.close(sub)
 
 
-def _walk_files(
-    beneath: Beneath, path: str, include: str | None, deadline: Deadline
-) -> tuple[list[tuple[int, str]], list[str]]:
-    """The regular files to search under `path`, opened: `path` itself (its links followed,
-    as grep follows a link named on its command line), or every file below it, links not
-    followed, as `grep -r` walks. Also the names that could not be opened."""
+def _searched(
+    beneath: Beneath, path: str, include: str | None, deadline: Deadline, denied: list[str]
+) -> Generator[tuple[int, str], None, None]:
+    """The regular files to search under `path`, each opened as it is reached (the caller
+    closes it): `path` itself (its links followed, as grep follows a link named on its
+    command line), or every file below it, links not followed, as `grep -r` walks. Only the
+    folders on the way down stay open meanwhile; names that could not be opened go to
+    `denied`."""
     fd, real = beneath.open(path, READ_FILE)
-    files: list[tuple[int, str]] = []
-    denied: list[str] = []
     try:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            _walk_dir(fd, real, include, deadline, files, denied)
-        elif stat.S_ISREG(os.fstat(fd).st_mode) and _included(real, include):
-            files.append((os.dup(fd), real))
-    except BaseException:
-        for opened, _ in files:
-            os.close(opened)
-        raise
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            yield from _walk_dir(fd, real, include, deadline, denied)
+        elif stat.S_ISREG(mode) and _included(real, include):
+            yield os.dup(fd), real
     finally:
         os.close(fd)
-    return files, denied
 
 
 def _included(name: str, include: str | None) -> bool:
@@ -465,13 +461,8 @@ def _included(name: str, include: str | None) -> bool:
 
 
 def _walk_dir(
-    fd: int,
-    where: str,
-    include: str | None,
-    deadline: Deadline,
-    files: list[tuple[int, str]],
-    denied: list[str],
-) -> None:
+    fd: int, where: str, include: str | None, deadline: Deadline, denied: list[str]
+) -> Iterator[tuple[int, str]]:
     with os.scandir(fd) as entries:
         for entry in entries:
             deadline.check()
@@ -479,21 +470,23 @@ def _walk_dir(
             try:
                 if entry.is_dir(follow_symlinks=False):
                     sub = os.open(entry.name, READ_DIR, dir_fd=fd)
-                    try:
-                        _walk_dir(sub, name, include, deadline, files, denied)
-                    finally:
-                        os.close(sub)
-                elif entry.is_file(follow_symlinks=False):
-                    if not _included(entry.name, include):
-                        continue
+                elif entry.is_file(follow_symlinks=False) and _included(entry.name, include):
                     opened = os.open(entry.name, READ_FILE, dir_fd=fd)
                     if stat.S_ISREG(os.fstat(opened).st_mode):
-                        files.append((opened, name))
+                        yield opened, name
                     else:
                         os.close(opened)
-            except OSError as exc:
+                    continue
+                else:
+                    continue
+            except OSError as exc:  # gone or replaced since it was listed: skipped, as grep does
                 if exc.errno in (errno.EACCES, errno.EPERM):
                     denied.append(name)
+                continue
+            try:
+                yield from _walk_dir(sub, name, include, deadline, denied)
+            finally:
+                os.close(sub)
 
 
 MATCH_FLAGS = {"-E", "-F", "-G", "-i"}
@@ -509,26 +502,38 @@ def op_grep(req: dict[str, Any], ctx: Context) -> Reply:
         raise ValueError(f"grep flags {flags} are not match flags")
     deadline = Deadline(float(req["timeout"]))
     cap = int(req["max_bytes"])
-    files, denied = _walk_files(Beneath(req["roots"]), req["path"], req.get("include"), deadline)
+    denied: list[str] = []
+    files = _searched(Beneath(req["roots"]), req["path"], req.get("include"), deadline, denied)
     base = ["grep", "-n", "-H", "-I", "-Z", "--color=never", *flags]
     if req.get("max_count") is not None:
         base += ["-m", str(int(req["max_count"]))]
     base += ["-e", req["pattern"], "--"]
     found: dict[str, Any] = {"matches": [], "printed": 0, "matched": False, "stderr": b""}
+    batch: list[tuple[int, str]] = []
+    ran = False
     try:
-        if not files:  # still let grep judge the pattern, as it would on an empty tree
-            _grep_batch(base, [], deadline, cap, found)
-        for at in range(0, len(files), GREP_BATCH):
-            _grep_batch(base, files[at : at + GREP_BATCH], deadline, cap, found)
+        for opened in files:
+            batch.append(opened)
+            if len(batch) == GREP_BATCH:
+                _grep_batch(base, batch, deadline, cap, found)
+                ran = True
+                _close(batch)
+        if batch or not ran:  # an empty tree still has grep judge the pattern
+            _grep_batch(base, batch, deadline, cap, found)
     finally:
-        for fd, _ in files:
-            os.close(fd)
+        _close(batch)
+        files.close()
     stderr = found["stderr"]
     for name in denied:
         stderr += f"grep: {name}: Permission denied\n".encode("utf-8", "surrogateescape")
     code = 2 if denied or found["stderr"] else 0 if found["matched"] else 1
     cut = max(0, found["printed"] - cap)
     return {"matches": found["matches"], "cut": cut, "code": code}, stderr[-4096:]
+
+
+def _close(batch: list[tuple[int, str]]) -> None:
+    while batch:
+        os.close(batch.pop()[0])
 
 
 def _grep_batch(
