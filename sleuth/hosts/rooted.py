@@ -220,10 +220,14 @@ class RootedFiles:
     # -- requests --
 
     def _ask(self, op: str, path: str, **args: Any) -> Answer | None:
-        """The program's answer, or None where the host has none (then POSIX tools)."""
-        return self._ask_unconfined(
+        """The program's answer, or None where the host has none (then POSIX tools);
+        ProgramTimeout when the request ran past its time."""
+        answer = self._ask_unconfined(
             {"op": op, "roots": self.sandbox.real_roots, "path": path, **args}
         )
+        if answer is not None and isinstance(failure(answer), ProgramTimeout):
+            raise ProgramTimeout()
+        return answer
 
     def _ask_unconfined(self, head: dict[str, Any]) -> Answer | None:
         sandbox = self.sandbox

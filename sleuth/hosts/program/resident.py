@@ -54,8 +54,8 @@ WORKERS = 16
 MAX_LINKS = 40
 """Symlinks followed in one walk, as the kernel allows."""
 CHUNK = 1 << 16
-GREP_BATCH = 256
-"""Files handed to one grep process, as /dev/fd/N each."""
+GREP_BATCH = 1024
+"""Files handed to one grep process, as /dev/fd/N each (fewer where descriptors are few)."""
 REOPEN_TRIES = 3
 """A final component that turns into a symlink between its check and its open is walked
 again this many times before the open fails."""
@@ -510,11 +510,11 @@ def op_grep(req: dict[str, Any], ctx: Context) -> Reply:
     base += ["-e", req["pattern"], "--"]
     found: dict[str, Any] = {"matches": [], "printed": 0, "matched": False, "stderr": b""}
     batch: list[tuple[int, str]] = []
-    ran = False
+    ran, size = False, _batch_size()
     try:
         for opened in files:
             batch.append(opened)
-            if len(batch) == GREP_BATCH:
+            if len(batch) == size:
                 _grep_batch(base, batch, deadline, cap, found)
                 ran = True
                 _close(batch)
@@ -543,36 +543,73 @@ def _grep_batch(
     cap: int,
     found: dict[str, Any],
 ) -> None:
+    """One grep over `batch`, its output read as it comes: a line is kept only up to what
+    the cap could still hold, so a match on a 100 MB line costs no more memory than that."""
     import subprocess  # here: a per-call run that never greps should not pay for it
 
-    names = {f"/dev/fd/{fd}": name for fd, name in batch}
-    argv = base + (list(names) if batch else ["/dev/null"])
-    left = deadline.left()
-    if left <= 0:
+    names = {f"/dev/fd/{fd}".encode(): name for fd, name in batch}
+    argv = base + ([n.decode() for n in names] if batch else ["/dev/null"])
+    if deadline.left() <= 0:
         raise TimedOut()
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=[fd for fd, _ in batch],
+    )
+    killer = threading.Timer(deadline.left(), proc.kill)
+    killer.start()
+    said: list[bytes] = []
+    drain = threading.Thread(target=lambda: said.append(proc.stderr.read()))  # type: ignore[union-attr]
+    drain.start()
     try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            pass_fds=[fd for fd, _ in batch],
-            timeout=left,
-        )
-    except subprocess.TimeoutExpired:
-        raise TimedOut() from None
-    found["matched"] |= done.returncode == 0
-    if done.returncode not in (0, 1):
-        found["stderr"] += done.stderr or b"grep: exit %d\n" % done.returncode
-    for line in done.stdout.split(b"\n"):
-        fdname, sep, rest = line.partition(b"\0")
-        number, colon, text = rest.partition(b":")
-        if not (sep and colon and number.isdigit()):
-            continue
-        name = names.get(fdname.decode("ascii", "replace"), "")
-        raw_name = name.encode("utf-8", "surrogateescape")
-        found["printed"] += len(raw_name) + 1 + len(number) + 1 + len(text) + 1
-        if found["printed"] <= cap:
-            found["matches"].append([_name(name), int(number), text.decode("utf-8", "replace")])
+        _read_matches(proc.stdout, names, cap, found)
+        code = proc.wait()
+        drain.join()
+    finally:
+        killer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if deadline.left() <= 0:
+        raise TimedOut()
+    found["matched"] |= code == 0
+    if code not in (0, 1):
+        found["stderr"] += b"".join(said) or b"grep: exit %d\n" % code
+
+
+def _read_matches(out: Any, names: dict[bytes, str], cap: int, found: dict[str, Any]) -> None:
+    head, length = b"", 0  # the current line's first bytes, and its whole length
+    keep = cap + 256  # past this a line cannot fit under the cap, name and number included
+    while True:
+        chunk = out.read1(CHUNK)
+        if not chunk:
+            break
+        pieces = chunk.split(b"\n")
+        for piece in pieces[:-1]:
+            _match(head + piece[: keep - len(head)], length + len(piece), names, cap, found)
+            head, length = b"", 0
+        head += pieces[-1][: keep - len(head)]
+        length += len(pieces[-1])
+    if length:
+        _match(head, length, names, cap, found)
+
+
+def _match(
+    head: bytes, length: int, names: dict[bytes, str], cap: int, found: dict[str, Any]
+) -> None:
+    """One line of `grep -n -H -Z` output (its first bytes, its full length): counted as the
+    bytes it would print with the real file name, and kept while under the cap."""
+    fdname, sep, rest = head.partition(b"\0")
+    number, colon, text = rest.partition(b":")
+    if not (sep and colon and number.isdigit()):
+        return
+    name = names.get(fdname, "")
+    raw_name = name.encode("utf-8", "surrogateescape")
+    found["printed"] += len(raw_name) + length - len(fdname) + 1
+    if found["printed"] <= cap:
+        found["matches"].append([_name(name), int(number), text.decode("utf-8", "replace")])
 
 
 def op_lines_at(req: dict[str, Any], ctx: Context) -> Reply:
@@ -805,6 +842,17 @@ class Writer:
         with self.lock:
             self.stream.write(data)
             self.stream.flush()
+
+
+def _batch_size() -> int:
+    """GREP_BATCH, or a quarter of the descriptors this process may hold if that is less."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, ValueError, OSError):
+        return 64
+    return GREP_BATCH if soft == resource.RLIM_INFINITY else max(16, min(GREP_BATCH, soft // 4))
 
 
 def _more_files() -> None:
