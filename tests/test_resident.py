@@ -345,6 +345,19 @@ def test_a_program_that_will_not_start_falls_back_to_posix_tools(
         host.close()
 
 
+def test_closing_the_host_ends_its_program(sshd: SSHServer, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    host = connect(sshd, tmp_path, "resident")
+    assert read(context(host, tmp_path), "read_lines", path="a.txt").ok
+    running = host.programs.running("python3")
+    assert running is not None and Path(f"/proc/{running.pid}").exists()
+    host.close()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{running.pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{running.pid}").exists(), "the program outlived its connection"
+
+
 def test_the_transcript_records_how_files_were_reached(host: SSHHost, tmp_path: Path) -> None:
     (infos,) = describe_hosts(context(host, tmp_path))
     assert infos.call_mode == host.programs.calls
