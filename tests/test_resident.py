@@ -363,6 +363,19 @@ def test_the_transcript_records_how_files_were_reached(host: SSHHost, tmp_path: 
     assert infos.call_mode == host.programs.calls
 
 
+def test_a_missing_interpreter_is_a_fallback_every_time(
+    sshd_no_sftp: SSHServer, tmp_path: Path
+) -> None:
+    """The shell may close the channel before the program is all sent: still a fallback."""
+    for _ in range(20):
+        host = connect(sshd_no_sftp, tmp_path, "resident")
+        try:
+            with pytest.raises(wire.NoProgram, match="no-such-python3 was not found"):
+                host.request("no-such-python3", {"op": "ping"}, timeout=5)
+        finally:
+            host.close()
+
+
 def test_many_calls_in_flight_share_one_program(host: SSHHost, tmp_path: Path) -> None:
     for i in range(16):
         (tmp_path / f"f{i}.txt").write_text("".join(f"file {i} line {n}\n" for n in range(40)))

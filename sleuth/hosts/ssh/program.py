@@ -96,8 +96,8 @@ class Resident:
             python = shlex.quote(self.python)
             channel.exec_command(f"exec {python} -I -S -c {shlex.quote(BOOT)} serve")
             threading.Thread(target=self._drain_stderr, daemon=True).start()
-            channel.sendall(bundle.stdin)
             try:
+                channel.sendall(bundle.stdin)
                 hello = read_frame(self._read)
             except ValueError:
                 hello = None
@@ -107,6 +107,12 @@ class Resident:
                     f"{self.conn.io_timeout:g} s ({self.python})",
                     ErrorKind.TIMEOUT,
                 ) from None
+            except CHANNEL_ERRORS:
+                # A shell that could not find the interpreter may close the channel before
+                # the program is all sent: that is a start that failed, unless the link went.
+                if not transport.is_active():
+                    raise
+                hello = None
             if hello is None:
                 raise self._start_failure(channel)
             check_hello(hello[0], bundle, self.name)
