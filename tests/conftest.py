@@ -2,6 +2,9 @@
 
 - `sshd`: the server (see tests/sshd.py); skipped with the install command when sshd is absent.
 - `sshd_no_sftp`: a second server without the SFTP subsystem (hardened hosts run so).
+- `ssh_calls`: how an SSH host's file tools reach its files, "resident" (Sleuth's program
+  resident on the host) or "exec" (that program run once per call); every test that uses an
+  SSH host through the fixtures below runs in both.
 - `ssh_host_factory(name="remote", roots=[...], allow=[...])`: a SandboxedHost over a connected
   SSHHost to it.
 - `make_context(roots, allow=[], approver=deny_all)`: a ToolContext whose hosts "local"
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -23,6 +27,7 @@ from sleuth.tools.context import ToolContext
 from tests.sshd import SSHServer, missing_reason
 
 SandboxFactory = Callable[..., SandboxedHost]
+CALL_MODES = ["resident", "exec"]
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +62,24 @@ def sshd_no_sftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer
         server.stop()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses an SSH host through these fixtures runs in each call mode."""
+    if "ssh_calls" in metafunc.fixturenames:
+        metafunc.parametrize("ssh_calls", CALL_MODES, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def ssh_calls(request: pytest.FixtureRequest) -> str:
+    """The call mode under test; "resident" for a test that asks for a host at run time
+    (`request.getfixturevalue`), which cannot be parametrized."""
+    mode: str = getattr(request, "param", "resident")
+    return mode
+
+
 @pytest.fixture
-def ssh_host_factory(sshd: SSHServer, tmp_path: Path) -> Iterator[SandboxFactory]:
+def ssh_host_factory(
+    sshd: SSHServer, tmp_path: Path, ssh_calls: Literal["resident", "exec"]
+) -> Iterator[SandboxFactory]:
     from sleuth.hosts.ssh import SSHHost
 
     made: list[SSHHost] = []
@@ -74,6 +95,7 @@ def ssh_host_factory(sshd: SSHServer, tmp_path: Path) -> Iterator[SandboxFactory
             known_hosts=tmp_path / "sleuth_known_hosts",
             ssh_config_path=sshd.ssh_config_path,
             user_known_hosts=sshd.known_hosts_path,
+            calls=ssh_calls,
         )
         made.append(host)
         host.stat("/")  # connect now, so a broken fixture fails here and not inside a tool

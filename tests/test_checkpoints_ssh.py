@@ -79,7 +79,7 @@ def test_summary_without_python_uses_sftp_and_reads_only_headers(
     assert remote(ctx).bytes_read_sftp - before == expected == over["bytes_read_on_host"]
 
 
-def test_header_over_sftp_reads_8_plus_header_bytes(
+def test_header_over_ssh_reads_8_plus_header_bytes(
     tmp_path: Path, make_context: Callable[..., ToolContext]
 ) -> None:
     folder = tmp_path / "nvfp4"
@@ -87,9 +87,10 @@ def test_header_over_sftp_reads_8_plus_header_bytes(
     path = folder / "model.safetensors"
     n = struct.unpack("<Q", path.read_bytes()[:8])[0]
     ctx = make_context([str(tmp_path)])
-    before = remote(ctx).bytes_read_sftp
+    host = remote(ctx)
+    before = host.bytes_read_sftp + host.programs.payload_bytes
     data = run(ctx, "remote", "safetensors_header", path=str(path))
-    assert remote(ctx).bytes_read_sftp - before == 8 + n
+    assert host.bytes_read_sftp + host.programs.payload_bytes - before == 8 + n
     assert data == run(ctx, "local", "safetensors_header", path=str(path))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +60,15 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(params=["local", "remote"])
-def ctx(request: pytest.FixtureRequest, tree: Path) -> ToolContext:
+def ctx(
+    request: pytest.FixtureRequest, tree: Path, make_context: Callable[..., ToolContext]
+) -> ToolContext:
+    """The tree's root on this machine, and on the test sshd (in each of `ssh_calls`)."""
     roots = [str(tree / "root")]
     if request.param == "local":
         sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=roots), Limits())
         return ToolContext(hosts={"local": sandbox})
-    made: ToolContext = request.getfixturevalue("make_context")(roots)
+    made = make_context(roots)
     made.hosts["local"] = made.hosts["remote"]
     return made
 
@@ -125,12 +129,12 @@ def test_read_json_follows_a_pointer_with_escapes(ctx: ToolContext) -> None:
     assert not missing.ok and "mtp_num_hidden_layers" in (missing.error or "")
 
 
-def test_local_and_remote_agree(tree: Path, request: pytest.FixtureRequest) -> None:
+def test_local_and_remote_agree(tree: Path, make_context: Callable[..., ToolContext]) -> None:
     roots = [str(tree / "root")]
     local = ToolContext(
         hosts={"local": SandboxedHost("local", LocalHost(), HostConfig(roots=roots), Limits())}
     )
-    remote = request.getfixturevalue("make_context")(roots)
+    remote = make_context(roots)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("read_lines", {"path": "src/model.py", "start": 1, "end": 30}),
         ("grep", {"pattern": "line [12]$", "path": "src", "context": 1}),
@@ -201,7 +205,7 @@ def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_200mb_file_stays_within_caps_and_bounded_memory(ctx: ToolContext, big_file: Path) -> None:
     sandbox = ctx.hosts["local"]
     sandbox.config = sandbox.config.model_copy(update={"roots": [str(big_file.parent)]})
-    sandbox._real_roots = None
+    sandbox._roots = None
     tracemalloc.start()
     try:
         lines = run(ctx, "read_lines", path=str(big_file), start=1, end=2000)

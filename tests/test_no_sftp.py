@@ -44,13 +44,16 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def sandbox(name: str, server: SSHServer, root: Path, tmp: Path, python: str) -> SandboxedHost:
+def sandbox(
+    name: str, server: SSHServer, root: Path, tmp: Path, python: str, calls: Any = "resident"
+) -> SandboxedHost:
     host = SSHHost(
         name,
         server.alias,
         known_hosts=tmp / f"{name}_known_hosts",
         ssh_config_path=server.ssh_config_path,
         user_known_hosts=server.known_hosts_path,
+        calls=calls,
     )
     return SandboxedHost(name, host, HostConfig(roots=[str(root)], python=python), Limits())
 
@@ -62,13 +65,15 @@ def ctx(
     sshd_no_sftp: SSHServer,
     tree: Path,
     tmp_path: Path,
+    ssh_calls: str,
 ) -> Iterator[ToolContext]:
     """Host "sftp" on the usual server, host "exec" on one without the subsystem; without a
-    python3 the checkpoint tools read headers by range over the host's file access."""
+    python3 the file tools use POSIX tools and the checkpoint tools read headers by range
+    over the host's file access."""
     python = request.param
     hosts = {
-        "sftp": sandbox("sftp", sshd, tree, tmp_path, python),
-        "exec": sandbox("exec", sshd_no_sftp, tree, tmp_path, python),
+        "sftp": sandbox("sftp", sshd, tree, tmp_path, python, ssh_calls),
+        "exec": sandbox("exec", sshd_no_sftp, tree, tmp_path, python, ssh_calls),
     }
     context = ToolContext(hosts=hosts)
     yield context
@@ -126,8 +131,12 @@ def test_every_file_tool_answers_the_same_without_sftp(
     assert neutral(over_exec.error, "exec") == neutral(over_sftp.error, "sftp")
     assert comparable(name, over_exec.data, "exec") == comparable(name, over_sftp.data, "sftp")
     exec_host = ctx.host("exec").host
-    assert isinstance(exec_host, SSHHost) and exec_host.file_access == "exec"
-    assert exec_host.notes == [f"host 'exec': {NO_SFTP}"]
+    assert isinstance(exec_host, SSHHost)
+    if ctx.host("exec").config.python == "python3":  # Sleuth's program reads; SFTP is unused
+        assert exec_host.notes == [] and exec_host.call_mode() != "posix"
+    else:
+        assert exec_host.file_access == "exec"
+        assert exec_host.notes == [f"host 'exec': {NO_SFTP}"]
 
 
 def test_the_checkpoint_probe_without_python_reads_only_headers_over_exec(
@@ -181,7 +190,9 @@ def test_hosts_check_warns_about_the_exec_fallback_without_a_traceback(
     assert as_json.returncode == 0, as_json.stderr
     row = {r["name"]: r for r in json.loads(as_json.stdout)}["hardened"]
     assert row["ok"] and row["warnings"] == [NO_SFTP] and row["file_access"] == "exec"
+    assert row["call_mode"] == "resident"
     assert row["roots_found"] == {str(tmp_path): "dir"}
     table = sleuth(["hosts", "--check"], tmp_path, sshd_no_sftp.home)
     assert table.returncode == 0 and "Traceback" not in table.stdout + table.stderr
-    assert f"warning: {NO_SFTP}" in " ".join(table.stdout.replace("│", " ").split())
+    shown = " ".join(table.stdout.replace("│", " ").split())
+    assert f"warning: {NO_SFTP}" in shown and "file tools: resident" in shown

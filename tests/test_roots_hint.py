@@ -1,4 +1,6 @@
-"""The "outside the roots" refusal suggests the one root that allows exactly what was asked."""
+"""The "outside the roots" refusal suggests the one root that allows exactly what was asked,
+without looking at the host: the same for a path that exists and one that does not, and never
+where a symlink inside the roots leads."""
 
 from __future__ import annotations
 
@@ -50,12 +52,33 @@ def test_a_file_outside_suggests_its_own_folder(
 
 
 @pytest.mark.parametrize("host", ["local", "remote"])
-def test_a_link_out_suggests_its_target_and_a_missing_path_itself(
+def test_a_link_out_is_refused_without_its_target(
     ctx: ToolContext, tmp_path: Path, host: str
 ) -> None:
-    root = str(tmp_path / "root")
     deep = str(tmp_path / "outside" / "deep")
-    assert suggested(ctx, host, "list_dir", "to_deep") == f"roots = {[root, deep]!r}"
-    assert suggested(ctx, host, "read_lines", "to_deep/notes.txt") == f"roots = {[root, deep]!r}"
-    missing = str(tmp_path / "outside" / "nothing")
-    assert suggested(ctx, host, "list_dir", missing) == f"roots = {[root, missing]!r}"
+    for tool, path in (("list_dir", "to_deep"), ("read_lines", "to_deep/notes.txt")):
+        result = execute(ctx, tool, {"host": host, "path": path})
+        error = result.error or ""
+        assert not result.ok and "outside the roots" in error and "through a symlink" in error
+        assert deep not in error and "outside/deep" not in error, error
+
+
+@pytest.mark.parametrize("host", ["local", "remote"])
+def test_outside_the_roots_an_existing_and_a_missing_path_are_refused_alike(
+    ctx: ToolContext, tmp_path: Path, host: str
+) -> None:
+    outside = tmp_path / "outside"
+    missing = str(outside / "nothing")
+    assert (
+        suggested(ctx, host, "list_dir", missing)
+        == f"roots = {[str(tmp_path / 'root'), missing]!r}"
+    )
+    for tool in ("read_lines", "list_dir", "read_json", "grep"):
+        there = str(outside / "deep" / "notes.txt")
+        absent = str(outside / "deep" / "absent.txt")
+        args = {"pattern": "x"} if tool == "grep" else {}
+        said = [
+            (execute(ctx, tool, {"host": host, "path": p, **args}).error or "").replace(p, "P")
+            for p in (there, absent)
+        ]
+        assert said[0] == said[1] and "outside the roots" in said[0], said

@@ -228,7 +228,7 @@ def test_describe_reports_what_sleuth_hosts_check_shows(host: SSHHost, sshd: SSH
     assert (info.host_key_type, info.host_key_fingerprint) == ("ED25519", sshd.host_key_fingerprint)
     assert str(sshd.client_key_path) in info.auth_key
     assert 0 < info.file_latency_ms < 1000 and 0 < info.exec_latency_ms < 5000
-    assert (info.file_access, info.warnings) == ("sftp", [])
+    assert (info.file_access, info.call_mode, info.warnings) == ("sftp", "resident", [])
 
 
 def test_without_sftp_files_go_by_exec_noted_once_per_connection(

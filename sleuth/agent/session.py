@@ -103,6 +103,7 @@ def _describe(ctx: ToolContext, name: str) -> HostInfo:
     except HostError as exc:
         info.address = f"unreachable: {exc}"
         return info
+    info.call_mode = facts.call_mode
     if facts.address:  # this machine has none, and keeps its name
         info.address = f"{facts.user}@{facts.address}"
         info.fingerprint = facts.host_key_fingerprint

@@ -278,6 +278,8 @@ def _check_cell(r: dict[str, Any]) -> str:
         return f"[red]{escape(r.get('error', 'failed'))}[/]"
     who = f"{r['user']}@{r['address']}" if r.get("address") else "this machine"
     lines = [f"[green]ok[/] {r['latency_ms']} ms {escape(who)}"]
+    if r.get("call_mode"):
+        lines.append(escape(f"file tools: {r['call_mode']}"))
     if r.get("host_key_fingerprint"):
         lines.append(escape(f"{r['host_key_type']} {r['host_key_fingerprint']}"))
     found = r.get("roots_found", {})

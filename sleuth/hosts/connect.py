@@ -28,6 +28,7 @@ def open_host(settings: Settings, name: str, *, accept_new_host_key: bool = Fals
         config.ssh,
         known_hosts=Path(settings.known_hosts).expanduser(),
         accept_new=accept_new_host_key,
+        python=config.python,
     )
 
 

@@ -16,12 +16,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from sleuth.errors import ErrorKind
 from sleuth.errors import HostError as HostError  # its home for most callers
+from sleuth.hosts.wire import Answer, NoProgram
 
 if TYPE_CHECKING:
     import paramiko
@@ -53,6 +54,10 @@ class StatResult(BaseModel):
 
 
 FileAccess = Literal["local", "sftp", "exec"]
+CallMode = Literal["resident", "exec", "posix", "local"]
+"""How the file tools reach a host's files: Sleuth's program resident on it for the whole
+connection, that program run once per call over exec, POSIX tools over exec and SFTP (a host
+without Python), or local processes on this machine."""
 
 
 class HostFacts(BaseModel):
@@ -68,6 +73,11 @@ class HostFacts(BaseModel):
     file_latency_ms: float = 0.0
     file_access: FileAccess = Field(
         "local", description="How files are read: locally, over SFTP, or by exec with POSIX tools."
+    )
+    call_mode: CallMode = Field(
+        "local",
+        description="How the file tools reach files: resident program, program per call, "
+        "POSIX tools, or this machine.",
     )
     warnings: list[str] = Field(default_factory=list)
 
@@ -106,6 +116,13 @@ class Host(Protocol):
         """Stat without following a final symlink; kind "missing" when absent."""
         ...
 
+    def request(
+        self, python: str, head: dict[str, Any], payload: bytes = b"", *, timeout: float
+    ) -> Answer:
+        """One request to Sleuth's program on the host (`program/resident.py`), run by
+        `python`. NoProgram where there is none: files are then read with POSIX tools."""
+        ...
+
     def describe(self) -> HostFacts:
         """Connect if needed and report address, identity, keys and latency."""
         ...
@@ -121,8 +138,12 @@ STDERR_CAP = 64 * 1024
 READ_BLOCK = 1 << 20
 
 
+class RangeReader(Protocol):
+    def read_range(self, path: str, offset: int, length: int) -> bytes: ...
+
+
 def read_whole(
-    host: Host, path: str, *, size: int | None = None, timeout: float | None = None
+    host: RangeReader, path: str, *, size: int | None = None, timeout: float | None = None
 ) -> bytes:
     """Read a file in blocks to its end (or its first `size` bytes), giving up once `timeout`
     seconds have passed: one big read over a slow link would otherwise hold a call for minutes."""
@@ -256,9 +277,14 @@ class LocalHost:
             ) from exc
         return StatResult(path=path, kind=kind_of(st.st_mode), size=st.st_size, mtime=st.st_mtime)
 
+    def request(
+        self, python: str, head: dict[str, Any], payload: bytes = b"", *, timeout: float
+    ) -> Answer:
+        raise NoProgram(f"host {self.name!r} is this machine: its tools run as local processes")
+
     def describe(self) -> HostFacts:
         """Nothing to resolve or verify: this machine has no address, key or link."""
-        return HostFacts(address="", file_access="local")
+        return HostFacts(address="", file_access="local", call_mode="local")
 
     def transport(self) -> None:
         return None

@@ -1,8 +1,9 @@
 """The sandbox: roots, argument hygiene and limits.
 
 Every path a tool touches is resolved on its host (symlinks followed) and must
-lie inside one of the host's roots. Commands are argument vectors; an argument
-holding NUL or a newline is refused before anything runs.
+lie inside one of the host's roots; the tools read through `files`, which opens
+each path beneath the roots again (`rooted.py`). Commands are argument vectors;
+an argument holding NUL or a newline is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from sleuth.config import HostConfig, Limits
 from sleuth.errors import ErrorKind, ToolError
 from sleuth.hosts.host import Host, HostError, RunResult
 from sleuth.hosts.program import SECRET_RUNNER, program, with_secrets
+from sleuth.hosts.rooted import SERVED, RootedFiles
+from sleuth.hosts.wire import Refusal
 
 
 class PolicyError(ToolError):
@@ -30,7 +33,11 @@ def check_arg(value: str, what: str = "argument") -> str:
 
 
 class SandboxedHost:
-    """A host seen through its policy: only paths inside its roots, only capped commands."""
+    """A host seen through its policy: only paths inside its roots, only capped commands.
+
+    `files` reads beneath the roots (`rooted.py`); `resolve` checks a path the user or the
+    model gave and says where it really is.
+    """
 
     def __init__(
         self,
@@ -42,45 +49,60 @@ class SandboxedHost:
     ) -> None:
         self.name, self.host, self.config, self.limits = name, host, config, limits
         self.config_source = config_source or "sleuth.toml"
-        self._real_roots: list[str] | None = None
+        self.files = RootedFiles(self)
+        self._roots: list[tuple[str, str]] | None = None
 
     @property
     def real_roots(self) -> list[str]:
         """The configured roots as the host resolves them. A root that is a symlink is refused."""
-        if self._real_roots is None:
-            resolved = []
-            for root in self.config.roots:
-                st = self.host.stat(root)
-                if st.kind == "symlink":
-                    target = self.host.realpath(root)
-                    raise PolicyError(
-                        f"root {root} on host {self.name!r} is a symlink to {target}; a root "
-                        f"must be a real folder so a changed link cannot widen it. Put "
-                        f"{target!r} in `roots` of [hosts.{self.name}] in {self.config_source}"
-                    )
-                if st.kind == "missing":
-                    continue
-                resolved.append(self.host.realpath(root))
-            self._real_roots = resolved
-        return self._real_roots
+        return [real for _, real in self._root_pairs()]
 
-    def resolve(self, path: str) -> str:
-        """Resolve `path` on the host; relative paths are taken from the first root."""
+    def _root_pairs(self) -> list[tuple[str, str]]:
+        """(as configured, as resolved) for each root that exists."""
+        if self._roots is None:
+            pairs = []
+            for root, kind, real in self.files.roots(self.config.roots):
+                if kind == "symlink":
+                    raise PolicyError(
+                        f"root {root} on host {self.name!r} is a symlink to {real}; a root "
+                        f"must be a real folder so a changed link cannot widen it. Put "
+                        f"{real!r} in `roots` of [hosts.{self.name}] in {self.config_source}"
+                    )
+                if kind != "missing" and real is not None:
+                    pairs.append((root, real))
+            self._roots = pairs
+        return self._roots
+
+    def resolve(self, path: str, *, folder: bool = False) -> str:
+        """Where `path` really is, symlinks followed, refused unless it lies inside the roots.
+
+        A relative path is taken from the first root as configured (`roots[0]`). A path that
+        is outside the roots as written is refused without looking at the host, so the
+        refusal is the same whether it exists or not; one that leads out through a symlink
+        is refused without saying where the link leads. `folder` says the caller wants a
+        folder, so a refusal suggests the folder itself as a root, not its parent.
+        """
         check_arg(path, "path")
         if not path:
             raise PolicyError("empty path; give a path inside " + self._roots_text())
         base = self.config.roots[0] if self.config.roots else "/"
         joined = posixpath.normpath(posixpath.join(base, path))
+        inside = self.beneath(joined, asked=path, folder=folder)
         try:
-            real = self.host.realpath(joined)
+            return self.files.realpath(inside)
+        except Refusal as exc:
+            raise self.refusal(path, exc.how, folder=folder, joined=joined) from None
         except HostError as exc:
-            # Refuse before revealing whether something outside the roots exists.
-            if not self.contains(posixpath.normpath(joined)):
-                raise self._outside(path, joined, True) from exc
             raise ToolError(str(exc), exc.kind) from exc
-        if not self.contains(real):
-            raise self._outside(path, real, self.host.stat(real).kind == "dir")
-        return real
+
+    def beneath(self, path: str, *, asked: str | None = None, folder: bool = False) -> str:
+        """`path` (absolute) if it lies inside a root as written, a root's configured
+        spelling replaced by its real one; else the refusal, with nothing looked up."""
+        for configured, real in self._root_pairs():
+            for spelled in dict.fromkeys([real, configured.rstrip("/") or "/"]):
+                if path == spelled or path.startswith(spelled.rstrip("/") + "/"):
+                    return real + path[len(spelled) :] if path != spelled else real
+        raise self.refusal(asked or path, "outside", folder=folder, joined=path)
 
     def contains(self, real: str) -> bool:
         """Whether a resolved path lies inside one of the roots."""
@@ -91,16 +113,26 @@ class SandboxedHost:
     def _roots_text(self) -> str:
         return ", ".join(self.real_roots or self.config.roots) or "(no roots)"
 
-    def _outside(self, asked: str, real: str, is_dir: bool) -> PolicyError:
-        """The refusal, with the one root that would allow exactly this path: the folder itself,
-        or the file's own folder; never a wider parent (not `/` for `/etc`). A path that does
-        not resolve is taken as the folder asked for."""
-        shown = asked if asked == real else f"{asked} (resolves to {real})"
-        widened = [*self.config.roots, real if is_dir else posixpath.dirname(real) or "/"]
+    def refusal(
+        self, asked: str, how: str, *, folder: bool = False, joined: str | None = None
+    ) -> PolicyError:
+        """Outside the roots as written (`how` "outside"), with the one root that would allow
+        exactly that path: the folder itself, or a file's own folder, never a wider parent;
+        or through a symlink (`how` "link"), whose target is never said."""
+        where = self._roots_text()
+        to = f"under [hosts.{self.name}] in {self.config_source}"
+        if how == "link":
+            return PolicyError(
+                f"{asked} leads outside the roots of host {self.name!r} through a symlink: "
+                f"{where}. Where the link leads is not shown. To allow it, add the folder it "
+                f"leads to to `roots` {to}"
+            )
+        lexical = joined or asked
+        shown = asked if asked == lexical else f"{asked} ({lexical})"
+        widened = [*self.config.roots, lexical if folder else posixpath.dirname(lexical) or "/"]
         return PolicyError(
-            f"{shown} is outside the roots of host {self.name!r}: {self._roots_text()}. "
-            f"To allow it, set `roots = {widened!r}` under [hosts.{self.name}] in "
-            f"{self.config_source}"
+            f"{shown} is outside the roots of host {self.name!r}: {where}. To allow it, set "
+            f"`roots = {widened!r}` {to}"
         )
 
     def run(
@@ -135,7 +167,19 @@ class SandboxedHost:
     ) -> RunResult:
         """Run Sleuth's program `name` (sleuth/hosts/program/) with the host's python, or with
         `python`; its source goes in on stdin, so a model never supplies code. `secrets`
-        (header values, tokens) follow it on stdin, never on the command line."""
+        (header values, tokens) follow it on stdin, never on the command line. The programs
+        that read files (`rooted.SERVED`) run inside Sleuth's host program where it runs,
+        every open beneath the roots."""
+        if secrets is None and name in SERVED:
+            served = self.files.program(
+                name,
+                args,
+                python or self.config.python,
+                self.limits.timeout_s if timeout is None else timeout,
+                self.limits.max_output_bytes if max_bytes is None else max_bytes,
+            )
+            if served is not None:
+                return served
         head = ["-c", SECRET_RUNNER] if secrets is not None else ["-"]
         return self.run(
             [python or self.config.python, *head, *args],

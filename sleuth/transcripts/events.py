@@ -44,6 +44,9 @@ class HostInfo(BaseModel):
     """user@host:port as resolved, "local" for this machine."""
     fingerprint: str = ""
     """The server's host key, SHA256:..., for SSH hosts."""
+    call_mode: str = ""
+    """How the file tools reached its files: "resident" (Sleuth's program for the connection),
+    "exec" (that program per call), "posix" (POSIX tools), "local"; empty in older recordings."""
     roots: list[str] = Field(default_factory=list)
     allow: list[str] = Field(default_factory=list)
     ssh: str = ""

@@ -110,7 +110,9 @@ def test_model_api_recovers_after_transient_faults(tmp_path: Path) -> None:
     assert sound(Path(result.transcript))
 
 
-def _remote_ctx(sshd: SSHServer, root: Path, tmp_path: Path) -> tuple[ToolContext, SSHHost]:
+def _remote_ctx(
+    sshd: SSHServer, root: Path, tmp_path: Path, calls: Any
+) -> tuple[ToolContext, SSHHost]:
     ssh = SSHHost(
         "remote",
         sshd.alias,
@@ -118,6 +120,7 @@ def _remote_ctx(sshd: SSHServer, root: Path, tmp_path: Path) -> tuple[ToolContex
         ssh_config_path=sshd.ssh_config_path,
         user_known_hosts=sshd.known_hosts_path,
         connect_timeout=3,
+        calls=calls,
     )
     config = HostConfig(roots=[str(root)])
     limits = Limits(timeout_s=3)
@@ -127,9 +130,11 @@ def _remote_ctx(sshd: SSHServer, root: Path, tmp_path: Path) -> tuple[ToolContex
 
 
 @pytest.mark.ssh
-def test_sshd_killed_and_restarted_mid_investigation(sshd: SSHServer, tmp_path: Path) -> None:
+def test_sshd_killed_and_restarted_mid_investigation(
+    sshd: SSHServer, tmp_path: Path, ssh_calls: str
+) -> None:
     (tmp_path / "a.txt").write_text("hello\n")
-    ctx, ssh = _remote_ctx(sshd, tmp_path, tmp_path)
+    ctx, ssh = _remote_ctx(sshd, tmp_path, tmp_path, ssh_calls)
 
     def script(body: Any, index: int) -> Any:
         if index == 1:
@@ -159,11 +164,11 @@ def test_sshd_killed_and_restarted_mid_investigation(sshd: SSHServer, tmp_path: 
 
 @pytest.mark.ssh
 def test_a_hanging_connection_ends_when_the_timeouts_fire(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, ssh_calls: str
 ) -> None:
     (tmp_path / "a.txt").write_text("hello\n")
     with SSHServer.create(tmp_path_factory.mktemp("frozen-sshd")) as server:
-        ctx, ssh = _remote_ctx(server, tmp_path, tmp_path)
+        ctx, ssh = _remote_ctx(server, tmp_path, tmp_path, ssh_calls)
         assert execute(ctx, "read_lines", {"host": "remote", "path": "a.txt"}).ok
         assert server.process is not None
         frozen = [server.process.pid, *_descendants(server.process.pid)]

@@ -1027,7 +1027,8 @@ class LocalFs:
     def _inside(self, path: str) -> str:
         real = os.path.realpath(path)
         if self.roots and not any(real == r or real.startswith(r + "/") for r in self.roots):
-            raise ProbeError(f"{path} resolves to {real}, outside the roots {self.roots}")
+            # Where it leads is not said: a link's target outside the roots stays unseen.
+            raise ProbeError(f"{path} leads outside the roots {self.roots}")
         return real
 
 

@@ -31,6 +31,8 @@ MIN_ECHO = 6
 SOFT_PLAIN = re.compile(r"-?[0-9][0-9_.eE+-]*|true|false|True|False|null|~|")
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     Span = tuple[int, int, str]
 
 
@@ -480,18 +482,19 @@ def scan_bytes(raw: bytes, name: str, rules: Rules) -> dict[int, str]:
     return {n: apply(lines[n - 1], found) for n, found in spans.items()}
 
 
-def _main(argv: list[str]) -> int:
-    rules = Rules(json.loads(argv[0]))
+def scan_files(
+    rules: Rules, paths: list[str], read: Callable[[str], bytes | None]
+) -> dict[str, Any]:
+    """The program's output for `paths`, each read whole by `read` (None: too big to scan)."""
     files: dict[str, Any] = {}
-    for path in argv[1:]:
+    for path in paths:
         try:
-            if os.path.getsize(path) > MAX_SCAN_BYTES:
-                files[path] = {"error": "too-big"}
-                continue
-            with open(path, "rb") as fh:
-                raw = fh.read()
+            raw = read(path)
         except OSError as exc:
             files[path] = {"error": f"unreadable: {exc.strerror}"}
+            continue
+        if raw is None:
+            files[path] = {"error": "too-big"}
             continue
         found = scan_bytes(raw, path, rules)
         lines = {
@@ -499,7 +502,18 @@ def _main(argv: list[str]) -> int:
             for n, text in found.items()
         }
         files[path] = {"lines": lines}
-    sys.stdout.write(json.dumps({"files": files}))
+    return {"files": files}
+
+
+def _read(path: str) -> bytes | None:
+    if os.path.getsize(path) > MAX_SCAN_BYTES:
+        return None
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _main(argv: list[str]) -> int:
+    sys.stdout.write(json.dumps(scan_files(Rules(json.loads(argv[0])), argv[1:], _read)))
     return 0
 
 

@@ -12,6 +12,8 @@ host.run(["sed", "-n", "1,20p", "--", "/models/x/config.json"], timeout=30, max_
   remote `timeout` so a timed-out command's process group dies.
 - `sftp` and `fallback`: stat, realpath and byte ranges over pooled SFTP clients, or by
   exec with POSIX tools where the server has no SFTP subsystem.
+- `program`: Sleuth's host program, resident on one channel per connection (or run once per
+  request over exec), its requests, and its replacement when it dies or hangs.
 - `host`: `SSHHost`, the Host protocol over all of these.
 """
 

@@ -3,7 +3,9 @@
 Commands run over exec channels (`connection.py`); stat, realpath and byte ranges go over
 SFTP (`sftp.py`), or, on a server without the SFTP subsystem, over exec with POSIX tools
 (`fallback.py`): the first refusal on a connection is noted in `notes` and the rest of that
-connection uses exec. Both paths give the same results and the same errors.
+connection uses exec. Both paths give the same results and the same errors. Requests to
+Sleuth's own program on the host (the file tools' reads, beneath the roots) go to one
+resident program per connection, or one run per request with `calls="exec"` (`program.py`).
 """
 
 from __future__ import annotations
@@ -13,16 +15,26 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Literal, TypeVar
 
 import paramiko
 
 from sleuth.errors import ErrorKind, HostError
-from sleuth.hosts.host import FileAccess, HostFacts, RunResult, StatResult, kind_of, os_error_kind
+from sleuth.hosts.host import (
+    CallMode,
+    FileAccess,
+    HostFacts,
+    RunResult,
+    StatResult,
+    kind_of,
+    os_error_kind,
+)
 from sleuth.hosts.ssh import sftp
 from sleuth.hosts.ssh.connection import Connection
 from sleuth.hosts.ssh.fallback import ExecFiles
 from sleuth.hosts.ssh.known_hosts import fingerprint, key_label
+from sleuth.hosts.ssh.program import HostPrograms
+from sleuth.hosts.wire import Answer
 
 T = TypeVar("T")
 
@@ -43,8 +55,12 @@ class SSHHost:
         user_known_hosts: Path | None = None,
         connect_timeout: float = 10,
         io_timeout: float = 20,
+        python: str = "python3",
+        calls: Literal["resident", "exec"] = "resident",
     ) -> None:
         self.name, self.target = name, target
+        self.python = python
+        """The interpreter `describe` starts Sleuth's program with (requests name their own)."""
         self.conn = Connection(
             name,
             target,
@@ -54,9 +70,10 @@ class SSHHost:
             user_known_hosts=user_known_hosts,
             connect_timeout=connect_timeout,
             io_timeout=io_timeout,
-            on_close=lambda: self._pool.reset(),
+            on_close=self._closed,
         )
         self._pool = sftp.SftpPool(self.conn)
+        self.programs = HostPrograms(self.conn, name, calls)
         self._exec_files = ExecFiles(self.conn.run, name, io_timeout)
         self._no_sftp_on: paramiko.Transport | None = None
         self._note_lock = threading.Lock()
@@ -166,6 +183,21 @@ class SSHHost:
         why = exc.strerror or str(exc) or type(exc).__name__
         return HostError(f"{action} {path} on host {self.name!r}: {why}", os_error_kind(exc))
 
+    def _closed(self) -> None:
+        self._pool.reset()
+        self.programs.reset()
+
+    # -- Sleuth's program --
+
+    def request(
+        self, python: str, head: dict[str, Any], payload: bytes = b"", *, timeout: float
+    ) -> Answer:
+        return self.programs.request(python, head, payload, timeout=timeout)
+
+    def call_mode(self, python: str | None = None) -> CallMode:
+        """How the file tools reach files here (starting Sleuth's program if needed)."""
+        return self.programs.mode(python or self.python)
+
     # -- the rest of the Host protocol --
 
     def transport(self) -> paramiko.Transport:
@@ -185,6 +217,11 @@ class SSHHost:
         assert end is not None
         server_key = transport.get_remote_server_key()
         access = self.file_access
+        calls = self.call_mode()
+        warnings = [NO_SFTP] if access == "exec" else []
+        why_not = self.programs.why_not(self.python)
+        if why_not:
+            warnings.append(f"{why_not}: the file tools use POSIX tools")
         return HostFacts(
             address=end.address,
             user=end.user,
@@ -195,7 +232,8 @@ class SSHHost:
             exec_latency_ms=round(exec_ms, 2),
             file_latency_ms=round(file_ms, 2),
             file_access=access,
-            warnings=[NO_SFTP] if access == "exec" else [],
+            call_mode=calls,
+            warnings=warnings,
         )
 
     def close(self) -> None:

@@ -64,7 +64,7 @@ def capacity_plan(ctx: ToolContext, args: CapacityInput) -> ToolResult:
 
 def make_plan(sandboxed: SandboxedHost, args: CapacityInput) -> CapacityPlan:
     """The plan for these inputs on this host: the checkpoint, the GPUs, the engine's rules."""
-    model_dir = sandboxed.resolve(args.model_dir)
+    model_dir = sandboxed.resolve(args.model_dir, folder=True)
     if sandboxed.host.stat(model_dir).kind != "dir":
         raise ToolError(
             f"{model_dir} is not a folder on host {args.host!r}; give the checkpoint folder "
@@ -227,7 +227,7 @@ def _host_gpus(host: str, inventory: GpuInventory) -> PlannedGpus:
 def _read_config(sandboxed: SandboxedHost, model_dir: str) -> dict[str, Any]:
     path = sandboxed.resolve(posixpath.join(model_dir, "config.json"))  # a link stays in roots
     try:
-        raw = read_whole(sandboxed.host, path, size=16 * 1024 * 1024)
+        raw = read_whole(sandboxed.files, path, size=16 * 1024 * 1024)
         doc = json.loads(raw)
     except HostError as exc:
         raise ToolError(f"cannot read {path}: {exc}") from None

@@ -80,7 +80,7 @@ class EngineSource(BaseModel):
 def _read(sandboxed: SandboxedHost, path: str) -> list[str] | None:
     try:
         real = sandboxed.resolve(path)
-        data = read_whole(sandboxed.host, real, size=MAX_SOURCE_BYTES)
+        data = read_whole(sandboxed.files, real, size=MAX_SOURCE_BYTES)
     except (ToolError, HostError):
         return None
     if not data:

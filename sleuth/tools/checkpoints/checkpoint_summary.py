@@ -33,8 +33,8 @@ def checkpoint_summary(ctx: ToolContext, args: SummaryInput) -> ToolResult:
     consistency problems (missing shards, names differing from the index, total_size).
     """
     sandboxed = ctx.host(args.host)
-    model_dir = sandboxed.resolve(args.model_dir)
-    if sandboxed.host.stat(model_dir).kind != "dir":
+    model_dir = sandboxed.resolve(args.model_dir, folder=True)
+    if sandboxed.files.stat(model_dir).kind != "dir":
         raise ToolError(
             f"{model_dir} is not a folder on host {args.host!r}; give the checkpoint "
             "folder that holds config.json and the safetensors files"

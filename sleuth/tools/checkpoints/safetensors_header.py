@@ -32,13 +32,13 @@ def safetensors_header(ctx: ToolContext, args: HeaderInput) -> ToolResult:
     """
     sandboxed = ctx.host(args.host)
     path = sandboxed.resolve(args.path)
-    st = sandboxed.host.stat(path)
+    st = sandboxed.files.stat(path)
     if st.kind != "file":
         raise ToolError(f"{path} is not a regular file on host {args.host!r} ({st.kind})")
     shard = posixpath.basename(path)
     try:
-        n = probe.header_length(shard, sandboxed.host.read_range(path, 0, 8), st.size)
-        raw = sandboxed.host.read_range(path, 8, n)
+        n = probe.header_length(shard, sandboxed.files.read_range(path, 0, 8), st.size)
+        raw = sandboxed.files.read_range(path, 8, n)
         if len(raw) < n:
             raise probe.HeaderError(f"{shard}: header cut short: read {len(raw)} of {n} bytes")
         parsed = probe.parse_header(shard, raw, st.size)

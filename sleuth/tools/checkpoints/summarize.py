@@ -118,10 +118,10 @@ class SftpFs:
         self.bytes_read = 0
 
     def size(self, path: str) -> int | None:
-        st = self.sandboxed.host.stat(path)
+        st = self.sandboxed.files.stat(path)
         if st.kind == "symlink":  # follow it only where the policy allows
             try:
-                st = self.sandboxed.host.stat(self.sandboxed.resolve(path))
+                st = self.sandboxed.files.stat(self.sandboxed.resolve(path))
             except ToolError as exc:
                 if exc.kind is ErrorKind.NOT_FOUND:
                     return None
@@ -129,6 +129,6 @@ class SftpFs:
         return None if st.kind == "missing" else st.size
 
     def read(self, path: str, offset: int, length: int) -> bytes:
-        data = self.sandboxed.host.read_range(path, offset, length)
+        data = self.sandboxed.files.read_range(path, offset, length)
         self.bytes_read += len(data)
         return data

@@ -1,7 +1,8 @@
 """grep: search file contents recursively, secrets redacted before matching.
 
-The argument vector puts `-e` before the pattern and `--` before the path, so nothing
-the model writes is parsed as an option or by a shell (redacted_grep.py builds it).
+Files are searched beneath the host's roots by `sandbox.files.grep` (the host's own grep,
+with `-e` before the pattern and `--` before the path), so nothing the model writes is
+parsed as an option or by a shell.
 """
 
 from __future__ import annotations
@@ -48,12 +49,12 @@ def grep(ctx: ToolContext, args: GrepInput) -> ToolResult:
     the number of matching lines and files; if it was cut, it says so.
     """
     sandbox = ctx.host(args.host)
-    path = sandbox.resolve(args.path)
+    path = sandbox.resolve(args.path, folder=True)
     flags = ["-F" if args.fixed_string else "-E", *(["-i"] if args.ignore_case else [])]
-    select = [f"--include={args.include_glob}"] if args.include_glob else []
     found = redacted_grep.search(
-        sandbox, path, flags, select, args.pattern, args.max_matches, ctx.limits.timeout_s
-    )
+        sandbox, path, flags, args.include_glob, args.pattern, args.max_matches,
+        ctx.limits.timeout_s,
+    )  # fmt: skip
     context = (
         redacted_grep.context_lines(sandbox, found, args.context, ctx.limits.timeout_s)
         if args.context

@@ -83,7 +83,7 @@ def scan_paths(
     if not wanted:
         return {}
     # A name holding a line break cannot be a program's argument (see check_arg): such a
-    # file is read over SFTP and scanned here.
+    # file is read through `sandbox.files` (the host program, or SFTP) and scanned here.
     odd = [p for p in wanted if "\n" in p or "\r" in p]
     found: Scanned | None = None
     if not isinstance(sandbox.host, LocalHost):
@@ -94,11 +94,11 @@ def scan_paths(
 
 
 def _here(sandbox: SandboxedHost, path: str, timeout: float | None) -> Redacted | None:
-    """Read the file (over SFTP for a remote host) and scan it in this process."""
-    size = sandbox.host.stat(path).size
+    """Read the file beneath the roots (`sandbox.files`) and scan it in this process."""
+    size = sandbox.files.stat(path).size
     if size > secret_scan.MAX_SCAN_BYTES:
         return None if _must_scan(path) else {}
-    raw = read_whole(sandbox.host, path, size=size, timeout=timeout)
+    raw = read_whole(sandbox.files, path, size=size, timeout=timeout)
     found = secret_scan.scan_bytes(raw, path, _RULES)
     # As the program's JSON answer would carry them: bytes that are not UTF-8 replaced.
     return {

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
+from sleuth.hosts.replies import DirEntry
 from sleuth.tools.context import ToolContext
 from sleuth.tools.files.failure import command_failure
 from sleuth.tools.files.names import shown_name
@@ -13,21 +12,11 @@ from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import ToolError, cap_output
 from sleuth.transcripts.results import ToolResult
 
-EntryKind = Literal["dir", "file", "link", "fifo", "socket", "other"]
-_KINDS: dict[str, EntryKind] = {"d": "dir", "f": "file", "l": "link", "p": "fifo", "s": "socket"}
-
 
 class ListDirInput(ToolInput):
     path: str = Field(".", description="Folder to list; relative to the host's first root.")
     depth: int = Field(1, ge=1, le=6, description="How many levels down to go.")
     max_entries: int = Field(500, ge=1, le=20_000)
-
-
-class DirEntry(BaseModel):
-    kind: EntryKind
-    size: int
-    name: str
-    """Relative to the listed folder."""
 
 
 class DirListing(BaseModel):
@@ -46,29 +35,11 @@ def list_dir(ctx: ToolContext, args: ListDirInput) -> ToolResult:
     logs. Symlinks are shown as links, not followed.
     """
     sandbox = ctx.host(args.host)
-    path = sandbox.resolve(args.path)
-    argv = [
-        "find",
-        "-P",
-        path,
-        "-mindepth",
-        "1",
-        "-maxdepth",
-        str(args.depth),
-        "-printf",
-        r"%y\t%s\t%P\0",
-    ]
-    run = sandbox.run(argv)
+    path = sandbox.resolve(args.path, folder=True)
+    run = sandbox.files.list_dir(path, args.depth)
     if run.timed_out or run.exit_code not in (0, 1):
         raise ToolError(command_failure(run.stderr, run.exit_code, run.timed_out, path))
-    entries: list[DirEntry] = []
-    # NUL ends each entry, since a name may hold a newline; a last entry the host's cap cut
-    # short has none and is left out.
-    for record in run.stdout.split(b"\x00")[:-1]:
-        parts = record.decode(errors="replace").split("\t", 2)
-        if len(parts) == 3 and parts[1].isdigit():
-            kind = _KINDS.get(parts[0], "other")
-            entries.append(DirEntry(kind=kind, size=int(parts[1]), name=parts[2]))
+    entries = list(run.entries)
     seen = len(entries)
     entries.sort(key=lambda e: e.name)
     shown = entries[: args.max_entries]

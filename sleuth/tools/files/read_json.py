@@ -45,12 +45,12 @@ def read_json(ctx: ToolContext, args: ReadJsonInput) -> ToolResult:
     """
     sandbox = ctx.host(args.host)
     path = sandbox.resolve(args.path)
-    st = sandbox.host.stat(path)
+    st = sandbox.files.stat(path)
     if st.kind != "file":
         raise ToolError(f"{path} is not a regular file ({st.kind})")
     if st.size > MAX_JSON_BYTES:
         raise ToolError(f"{path} is {st.size} bytes, over the {MAX_JSON_BYTES}-byte limit")
-    raw = read_whole(sandbox.host, path, size=st.size, timeout=ctx.limits.timeout_s)
+    raw = read_whole(sandbox.files, path, size=st.size, timeout=ctx.limits.timeout_s)
     try:
         doc = _loads(raw)
     except ValueError as exc:

@@ -1,16 +1,13 @@
 """read_lines: numbered lines of a text file, like `sed -n 'START,ENDp'`, secrets redacted.
 
-The range is read by a fixed script whose path and numbers arrive as positional
-parameters, never as code.
+The range is read beneath the host's roots by `sandbox.files` (Sleuth's host program, or a
+fixed `cut | sed` script whose path and numbers arrive as positional parameters).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pydantic import BaseModel, Field
 
-from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.files.failure import command_failure
 from sleuth.tools.files.keyed_secrets import scan_paths, too_big
@@ -21,9 +18,6 @@ from sleuth.transcripts.redact import clean_cut, redact
 from sleuth.transcripts.results import ToolResult
 
 LINE_BYTES = 4096
-# `cut` streams, so a file of one enormous line costs no memory, where `sed` alone would hold it.
-READ_LINES_SCRIPT = 'cut -b "1-$1" -- "$2" | sed -n -e "$3,$4p" -e "\\$="'
-COUNT_SCRIPT = 'cut -b 1-1 -- "$1" | wc -l'
 
 
 class ReadLinesInput(ToolInput):
@@ -69,12 +63,14 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
     if end - args.start + 1 > limit:
         end = args.start + limit - 1
         note = f"(range shortened to {limit} lines, the per-call limit)\n"
-    if b"\x00" in sandbox.host.read_range(path, 0, 8192):
+    if b"\x00" in sandbox.files.read_range(path, 0, 8192):
         raise ToolError(
             f"{shown_name(path)} is binary (NUL bytes in its first 8 KiB); read_lines shows "
             "text. For a .safetensors file use safetensors_header."
         )
-    got = _read_range(sandbox, path, args.start, end)
+    got = sandbox.files.read_lines(path, args.start, end, LINE_BYTES + 1)
+    if got.timed_out or got.exit_code != 0 or got.stderr.strip():
+        raise ToolError(command_failure(got.stderr, got.exit_code, got.timed_out, path))
     keyed = scan_paths(sandbox, [path], ctx.limits.timeout_s).get(path, {})
     if keyed is None:
         raise too_big(path)
@@ -93,7 +89,7 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
         body,
         ctx.limits.max_output_bytes - len(head.format(last).encode() + note.encode()),
         limit,
-        got.host_cut,
+        got.stdout_cut,
         max(0, min(end, got.total) - last),
     )
     shown_end = args.start + capped.whole_lines - 1
@@ -102,41 +98,8 @@ def read_lines(ctx: ToolContext, args: ReadLinesInput) -> ToolResult:
         ok=True,
         output=head.format(shown_end) + note + capped.text,
         data=shown.model_dump(mode="json"),
-        argv=got.argv,
+        argv=[got.argv, *([got.count_argv] if got.count_argv else [])],
         exit_code=0,
         bytes_cut=capped.cut,
         reconnected=got.reconnected,
     )
-
-
-@dataclass(frozen=True)
-class _Range:
-    lines: list[bytes]
-    """Each whole line read, cut at LINE_BYTES + 1 bytes by the host."""
-    total: int
-    host_cut: int
-    """Bytes the host's output cap dropped after `lines`."""
-    argv: list[list[str]]
-    reconnected: bool
-
-
-def _read_range(sandbox: SandboxedHost, path: str, start: int, end: int) -> _Range:
-    """Lines START..END, and the file's line count: the script prints it last, so when the
-    host's output cap cut it off, a second, streaming count (`cut -b 1-1 | wc -l`, each line
-    one byte) supplies it."""
-    limits = [str(LINE_BYTES + 1), path, str(start), str(end)]
-    run = sandbox.run(["sh", "-c", READ_LINES_SCRIPT, "sleuth-read-lines", *limits])
-    if run.timed_out or run.exit_code != 0 or run.stderr.strip():
-        raise ToolError(command_failure(run.stderr, run.exit_code, run.timed_out, path))
-    whole = run.stdout[: run.stdout.rfind(b"\n") + 1]
-    lines = whole.split(b"\n")[:-1]
-    argv = [run.argv]
-    if not run.stdout_cut:
-        total = int(lines.pop()) if lines and lines[-1].isdigit() else 0
-        return _Range(lines, total, 0, argv, run.reconnected)
-    count = sandbox.run(["sh", "-c", COUNT_SCRIPT, "sleuth-count-lines", path])
-    if count.timed_out or count.exit_code != 0 or not count.stdout.strip().isdigit():
-        raise ToolError(command_failure(count.stderr, count.exit_code, count.timed_out, path))
-    argv.append(count.argv)
-    host_cut = run.stdout_cut + len(run.stdout) - len(whole)
-    return _Range(lines, int(count.stdout), host_cut, argv, run.reconnected or count.reconnected)

@@ -95,26 +95,6 @@ class Found:
     """The grep commands run on the host (the scan program's run is not listed)."""
 
 
-def parse(stdout: bytes) -> list[tuple[str, int, str]]:
-    """`grep -n -Z` output -> (file, line number, text).
-
-    Each record is `NAME\\0N:TEXT\\n`. A name may hold newlines (only NUL is barred from
-    it) and a text may not, so records are split at NULs: the text runs to the first
-    newline after one, and the next name from there to the next NUL. A last record
-    without its newline (a host's cap cut it) is dropped, as its text may be cut short.
-    """
-    out = []
-    chunks = stdout.split(b"\x00")
-    name = chunks[0]
-    for chunk in chunks[1:]:
-        rest, newline, following = chunk.partition(b"\n")
-        number, colon, text = rest.partition(b":")
-        if newline and colon and number.isdigit():
-            out.append((name.decode(errors="replace"), int(number), text.decode(errors="replace")))
-        name = following
-    return out
-
-
 def _check(run: RunResult, path: str, failure: type[Exception], explain: str) -> None:
     if run.timed_out or run.exit_code not in (0, 1):
         detail = run.stderr.decode(errors="replace").strip().splitlines()
@@ -128,25 +108,24 @@ def search(
     sandbox: SandboxedHost,
     path: str,
     match_flags: Sequence[str],
-    select: Sequence[str],
+    include: str | None,
     pattern: str,
     max_matches: int,
     timeout: float,
 ) -> Found:
     """Lines under `path` whose redacted form matches `pattern` (grep `match_flags`, e.g.
-    ["-E", "-i"]); `select` narrows the files (e.g. ["--include=*.py"])."""
-    base = ["grep", "-r", "-n", "-H", "-I", "-Z", "--color=never", *select]
-    raw = sandbox.run([*base, *match_flags, "-m", str(max_matches), "-e", pattern, "--", path])
+    ["-E", "-i"]); `include` narrows the files by name (e.g. "*.py")."""
+    raw = sandbox.files.grep(path, match_flags, include, pattern, max_count=max_matches)
     _check(raw, path, ToolError, "grep")
-    shadow = sandbox.run([*base, "-E", "-e", SHADOW, "--", path], max_bytes=SHADOW_CAP)
+    shadow = sandbox.files.grep(path, ["-E"], include, SHADOW, max_bytes=SHADOW_CAP)
     _check(shadow, path, ToolError, "the search for lines holding secrets")
     if shadow.stdout_cut:
         raise ToolError(
             f"more than {SHADOW_CAP >> 20} MiB of lines under {path} may hold secrets, too many "
             "to search safely; narrow the path or set include_glob"
         )
-    raw_hits = parse(raw.stdout)
-    shadow_hits = parse(shadow.stdout)
+    raw_hits = raw.matches
+    shadow_hits = shadow.matches
     # Only files the fixed search points at can hold a secret by key (their key line
     # matches it); they are scanned whole, since a block scalar's lines carry no key.
     # Files that hold passwords by position (.pgpass) carry no key: their hits are scanned
@@ -235,16 +214,11 @@ def context_lines(
     out: dict[Hit, str] = {}
     for name, lines in sorted(wanted.items()):
         if "\n" in name or "\r" in name:
-            continue  # no command takes such a name as an argument: its matches stand alone
-        # `=` prints the number, `p` the line: the two alternate, whatever the line holds.
-        script = ";".join(f"{n}{{=;p;}}" for n in sorted(lines))
-        run = sandbox.run(["sed", "-n", "-e", script, "--", name])
+            # No POSIX tool takes such a name as an argument, so its matches stand alone on
+            # every path, and the output is the same whichever path served the call.
+            continue
+        run = sandbox.files.lines_at(name, lines)
         _check(run, name, ToolError, "reading context")
-        # A line the host's cap cut short is not shown: only whole lines, each after its number.
-        printed = run.stdout[: run.stdout.rfind(b"\n") + 1].split(b"\n")
-        for number, text in zip(printed[0::2], printed[1::2], strict=False):
-            if number.isdigit():
-                n = int(number)
-                shown = (keyed.get(name) or {}).get(n, text.decode(errors="replace"))
-                out[(name, n)] = redact(shown)
+        for n, text in run.lines.items():
+            out[(name, n)] = redact((keyed.get(name) or {}).get(n, text))
     return out
