@@ -289,7 +289,7 @@ def fake_sglang(site: Path, version: str) -> None:
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
     meta = site / f"sglang-{version}.dist-info"
-    meta.mkdir()
+    meta.mkdir(exist_ok=True)
     (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
 
 
@@ -300,7 +300,7 @@ def test_installed_engine_source_is_quoted_and_its_rule_wins(
     site = models / "site"
     fake_sglang(site, "0.4.9")
     python = models / "bin" / "python3"  # the host's python3, seeing that site-packages
-    python.parent.mkdir()
+    python.parent.mkdir(exist_ok=True)
     python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec python3 "$@"\n')
     python.chmod(0o755)
     remote = ssh_host_factory("remote", [str(models)])
