@@ -65,7 +65,7 @@ def capacity_plan(ctx: ToolContext, args: CapacityInput) -> ToolResult:
 def make_plan(sandboxed: SandboxedHost, args: CapacityInput) -> CapacityPlan:
     """The plan for these inputs on this host: the checkpoint, the GPUs, the engine's rules."""
     model_dir = sandboxed.resolve(args.model_dir, folder=True)
-    if sandboxed.host.stat(model_dir).kind != "dir":
+    if sandboxed.files.stat(model_dir).kind != "dir":
         raise ToolError(
             f"{model_dir} is not a folder on host {args.host!r}; give the checkpoint folder "
             "that holds config.json and the safetensors files"

@@ -73,11 +73,11 @@ def diagnose_log(ctx: ToolContext, args: DiagnoseLogInput) -> ToolResult:
 
 def _read_file(host: SandboxedHost, asked: str) -> tuple[str, str, list[list[str]]]:
     path = host.resolve(asked)
-    st = host.host.stat(path)
+    st = host.files.stat(path)
     if st.kind != "file":
         raise ToolError(f"{path} is not a file on host {host.name!r} ({st.kind})")
     start = max(0, st.size - TAIL_BYTES)
-    raw = host.host.read_range(path, start, st.size - start)
+    raw = host.files.read_range(path, start, st.size - start)
     text = raw.decode(errors="replace")
     if start:  # the first line read is a partial one
         text = text.partition("\n")[2]

@@ -413,9 +413,8 @@ def _chat_template(facts: Facts) -> PreflightCheck:
     except (ToolError, HostError, ValueError):
         tok = {}
     files = ("chat_template.jinja", "chat_template.json")
-    own = any(
-        facts.host.host.stat(posixpath.join(facts.model_dir, name)).kind == "file" for name in files
-    )
+    model_dir = facts.model_dir
+    own = any(facts.host.files.stat(posixpath.join(model_dir, f)).kind == "file" for f in files)
     if tok.get("chat_template") or own:
         return passed("chat_template", "the tokenizer carries a chat template")
     return failed(

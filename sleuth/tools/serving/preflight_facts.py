@@ -195,7 +195,7 @@ def _resolve_model(facts: Facts) -> None:
     except ToolError as exc:
         facts.errors["model_dir"] = str(exc)
         return
-    kind = facts.host.host.stat(facts.model_dir).kind
+    kind = facts.host.files.stat(facts.model_dir).kind
     if kind != "dir":
         facts.errors["model_dir"] = f"{facts.model_dir} is not a folder ({kind})"
         facts.model_dir = None
@@ -207,7 +207,7 @@ def _resolve_model(facts: Facts) -> None:
 
 
 def read_json(host: SandboxedHost, path: str) -> dict[str, Any]:
-    doc = json.loads(read_whole(host.host, host.resolve(path), size=MAX_JSON_BYTES))
+    doc = json.loads(read_whole(host.files, host.resolve(path), size=MAX_JSON_BYTES))
     if not isinstance(doc, dict):
         raise ValueError(f"{path} is not a JSON object")
     return doc
@@ -249,7 +249,7 @@ def _probe(host: SandboxedHost, python: str, port: int, model_dir: str | None) -
 def read_source(host: SandboxedHost, path: str) -> list[str] | None:
     """An installed engine file's lines, when inside the roots."""
     try:
-        data = read_whole(host.host, host.resolve(path), size=SOURCE_BYTES)
+        data = read_whole(host.files, host.resolve(path), size=SOURCE_BYTES)
     except (ToolError, HostError):
         return None
     return data.decode(errors="replace").splitlines() if data else None
