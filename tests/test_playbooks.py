@@ -133,6 +133,28 @@ def test_engine_support_for_a_flag_lists_files_and_lines(
     assert "server_args.py:4:" in grep.result.output
 
 
+def test_a_quoted_hyphenated_feature_finds_its_underscored_spelling_too(tmp_path: Path) -> None:
+    srt = tmp_path / "src" / "sglang" / "python" / "sglang" / "srt"
+    srt.mkdir(parents=True)
+    (srt / "server_args.py").write_text(
+        "class ServerArgs:\n"
+        "    speculative_algorithm: str | None = None\n\n"
+        "def add_cli_args(parser):\n"
+        '    parser.add_argument("--speculative-algorithm", choices=["EAGLE", "NEXTN"])\n'
+    )
+    (srt / "spec_info.py").write_text(
+        "def is_nextn(server_args):\n"
+        '    return server_args.speculative_algorithm == "NEXTN"\n'
+    )
+    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
+    question = f"Which engine flag enables 'speculative-algorithm' in {tmp_path}/src/sglang?"
+    result = investigate(ToolContext(hosts={"local": sandbox}), question, tmp_path / "t")
+    (finding,) = result.findings
+    assert finding.verdict == "yes" and finding.grounded, finding.claim
+    assert "3 line(s) across 2 file(s)" in finding.claim
+    assert any("speculative_algorithm" in e.quote for e in finding.evidence)
+
+
 def test_environment_without_gpu_is_an_answer(ctx: ToolContext, tmp_path: Path) -> None:
     result = investigate(ctx, "Which GPUs and engine versions are installed?", tmp_path)
     assert result.status == "answered"
