@@ -122,6 +122,25 @@ def test_architecture_counts_layers_experts_and_parameters(
     assert "parameters counted from the headers" in finding.claim
 
 
+@pytest.mark.parametrize(
+    "question", ["What is {} quantised to?", "Summarise the architecture of {}"]
+)
+def test_a_checkpoint_that_cannot_be_read_is_said_to_be_unread(
+    question: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "models" / "half-copied"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("weights still uploading\n")  # no config.json, no shards
+    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
+    result = investigate(ToolContext(hosts={"local": sandbox}), question.format(folder), tmp_path)
+    (finding,) = result.findings
+    (summary,) = [c for c in calls(result) if c.tool == "checkpoint_summary"]
+    assert not summary.result.ok
+    assert finding.verdict == "unknown" and finding.grounded, finding.claim
+    assert "could not be read" in finding.claim and str(folder) in finding.claim
+    assert "declares no quantisation" not in finding.claim
+
+
 def test_engine_support_for_a_flag_lists_files_and_lines(
     ctx: ToolContext, deployment: Path, tmp_path: Path
 ) -> None:
@@ -143,8 +162,7 @@ def test_a_quoted_hyphenated_feature_finds_its_underscored_spelling_too(tmp_path
         '    parser.add_argument("--speculative-algorithm", choices=["EAGLE", "NEXTN"])\n'
     )
     (srt / "spec_info.py").write_text(
-        "def is_nextn(server_args):\n"
-        '    return server_args.speculative_algorithm == "NEXTN"\n'
+        'def is_nextn(server_args):\n    return server_args.speculative_algorithm == "NEXTN"\n'
     )
     sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
     question = f"Which engine flag enables 'speculative-algorithm' in {tmp_path}/src/sglang?"
