@@ -279,7 +279,10 @@ def test_serve_and_benchmark_runs_only_with_permission(
         assert "throughput" in finding.claim.lower()
     else:
         assert [a.tool for a in approvals] == ["launch_server"]
-        assert finding.verdict == "unknown" and "did not start" in finding.claim
+        # A claim about the refusal, quoting it: grounded, though the call failed.
+        assert finding.verdict == "unknown" and finding.grounded, finding.claim
+        assert "launch_server on 'local' was not approved: no" in finding.claim
+        assert [e.call_id for e in finding.evidence] == [approvals[0].call_id]
     with socket.socket() as sock:  # nothing is left listening
         assert sock.connect_ex(("127.0.0.1", port)) != 0
 
