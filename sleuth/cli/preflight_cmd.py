@@ -24,7 +24,7 @@ from sleuth.cli.common import (
 from sleuth.cli.sealing import NoSign, say_warnings, seal_for
 from sleuth.config import ConfigError
 from sleuth.errors import ErrorKind
-from sleuth.outputs import ToolOutput
+from sleuth.outputs import PreflightOutput
 from sleuth.tools.context import build_context
 from sleuth.transcripts.store import TranscriptError
 
@@ -88,7 +88,7 @@ def preflight(
         ctx.close()
     say_warnings(seal.warnings)
     if as_json:
-        print_json(ToolOutput(**result.model_dump(), transcript=str(transcript)))
+        print_json(PreflightOutput(**result.model_dump(), transcript=str(transcript)))
     elif result.ok:
         console.print(escape(result.output), highlight=False, soft_wrap=True)
         console.print(f"[dim]Transcript: {escape(str(transcript))}[/]", soft_wrap=True)
