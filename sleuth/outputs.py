@@ -3,7 +3,7 @@
     schema("verify")                 # the JSON Schema `sleuth schema verify` prints
 
 Every output carries `schema_version` (bumped on a breaking change) and the path of the
-transcript it wrote or read.
+transcript it wrote or read (`sleuth diagnose`, which writes none, the log it read).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from sleuth.tools.bench.ab_run import ABResult
 from sleuth.tools.bench.compare import CompareReport
 from sleuth.tools.bench.goodput import GoodputSearch
 from sleuth.tools.bench.models import BenchRun
+from sleuth.tools.serving.diagnose import Diagnosis
+from sleuth.tools.serving.preflight import PreflightReport
 from sleuth.transcripts.events import Finding, SessionStatus, Totals
 from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.verify import OUTPUT_SCHEMA_VERSION, VerifyReport
@@ -83,6 +85,22 @@ class BenchGoodputOutput(GoodputSearch):
     plot: str | None = Field(None, description="Goodput and share against the rate.")
 
 
+class PreflightOutput(ToolOutput):
+    """`sleuth preflight --json`: the preflight call's ToolResult, and where it was recorded."""
+
+    data: PreflightReport | None = Field(
+        None, description="Every check of the launch, and whether one blocks it (null on error)."
+    )
+
+
+class DiagnoseOutput(BaseModel):
+    """`sleuth diagnose --json`: why the server failed to start, read from its log."""
+
+    schema_version: int = OUTPUT_SCHEMA_VERSION
+    source: str = Field(description="The log file read, or - for standard input.")
+    diagnosis: Diagnosis
+
+
 OUTPUTS: dict[str, type[BaseModel]] = {
     "ask": AskOutput,
     "tool": ToolOutput,
@@ -92,6 +110,8 @@ OUTPUTS: dict[str, type[BaseModel]] = {
     "bench-compare": CompareReport,
     "bench-ab": BenchABOutput,
     "bench-goodput": BenchGoodputOutput,
+    "preflight": PreflightOutput,
+    "diagnose": DiagnoseOutput,
 }
 """Command name -> the model of its `--json` output."""
 

@@ -220,6 +220,47 @@ def test_quantisation_floor_per_gpu(
     assert any("get_min_capability" in s or "quantization/" in s for s in sources)
 
 
+BNB_FP4 = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "fp4"}
+CT_NVFP4 = {
+    "quant_method": "compressed-tensors",
+    "format": "nvfp4-pack-quantized",
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 4, "type": "float", "group_size": 16},
+            "input_activations": {"num_bits": 4, "type": "float"},
+        }
+    },
+}
+MODELOPT_FP8 = {"quant_method": "modelopt", "quant_algo": "FP8"}
+
+
+@pytest.mark.parametrize(
+    ("declared", "engine", "method"),
+    [
+        # An FP4 algorithm names ModelOpt's method only for a ModelOpt checkpoint.
+        (BNB_FP4, "sglang", "bitsandbytes"),
+        (BNB_FP4, "vllm", "bitsandbytes"),
+        (CT_NVFP4, "vllm", "compressed-tensors"),
+        (CT_NVFP4, "sglang", "compressed-tensors"),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "vllm", "modelopt_fp4"),
+        # ModelOpt FP8 is vLLM's `modelopt` and SGLang's `modelopt_fp8`.
+        (MODELOPT_FP8, "vllm", "modelopt"),
+        (MODELOPT_FP8, "sglang", "modelopt_fp8"),
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "vllm", "awq"),
+    ],
+)
+def test_the_declared_method_is_named_as_the_engine_names_it(
+    tmp_path: Path, declared: dict[str, Any], engine: str, method: str
+) -> None:
+    config = {**fx.LLAMA3_70B, "quantization_config": declared}
+    fx.shaped_checkpoint(tmp_path / "model", config, fx.llama3_70b_tensors())
+    data = plan(tmp_path, "model", gpus="8xH100", tp=8, engine=engine)
+    assert data["quant_method"] == method
+    if method in ("modelopt", "modelopt_fp8"):  # its floor is found under the engine's name
+        assert reason(data, "quantization_on_gpu")["ok"]
+
+
 def test_fp8_kv_cache_needs_sm89(models: Path) -> None:
     a100 = plan(models, "Llama-3-70B", gpus="8xA100", tp=8, kv_cache_dtype="fp8_e4m3")
     assert not reason(a100, "kv_cache_dtype_on_gpu")["ok"]

@@ -71,9 +71,32 @@ def test_tool_json_matches_its_schema_and_its_call_is_recorded(demo: Path, tmp_p
     assert recorded[1]["result"]["output"] == result["output"]
 
 
+def test_preflight_json_matches_its_schema_and_its_call_is_recorded(
+    demo: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "demo" / "models" / "DeepSeek-V3-demo-FP8"
+    args = ["preflight", "vllm", str(model), "--json", "--config", str(demo), "--no-sign"]
+    # No vLLM is installed here: the launch would fail, so it exits 1 with the report.
+    result = _checked("preflight", [*args, "--transcripts", str(tmp_path / "t")], code=1)
+    assert result["ok"] is True and result["data"]["blocked"] is True
+    failing = [c["name"] for c in result["data"]["checks"] if c["status"] == "fail"]
+    assert "engine_installed" in failing
+    assert verify(Path(result["transcript"])).ok
+
+
+def test_diagnose_json_matches_its_schema_and_names_its_log() -> None:
+    log = Path(__file__).parent / "fixtures" / "engine_logs" / "001-vllm-kv_cache_too_small.log"
+    result = _checked("diagnose", ["diagnose", str(log), "--json"])
+    assert result["source"] == str(log)
+    assert result["diagnosis"]["kind"] == "kv_cache_too_small"
+
+
 def test_an_unknown_schema_name_is_a_usage_error() -> None:
     result = runner.invoke(app, ["schema", "nope"])
     assert result.exit_code == 2
-    known = "ask, bench, bench-ab, bench-compare, bench-goodput, replay, tool, verify"
+    known = (
+        "ask, bench, bench-ab, bench-compare, bench-goodput, diagnose, preflight, replay, "
+        "tool, verify"
+    )
     assert f"known: {known}" in result.output
     assert set(runner.invoke(app, ["schema"]).stdout.split()) >= set(outputs.OUTPUTS)

@@ -4,6 +4,7 @@ over stdio and streamable HTTP, on the local host and over the test sshd."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Any, Literal
@@ -208,6 +209,41 @@ def test_a_host_rule_approves_a_call_no_client_was_asked_about(tmp_path: Path) -
 
     [approval] = [e for e in project.transcript() if isinstance(e, ApprovalEvent)]
     assert approval.approved and approval.rule == "hosts.local.approve.tools: stop_server"
+
+
+def test_an_output_shows_its_line_numbers_and_a_reference_by_them_grounds(tmp_path: Path) -> None:
+    project = McpProject.create(tmp_path)
+    seen: dict[str, types.CallToolResult] = {}
+
+    async def session() -> None:
+        async with project.client("stdio") as client:
+            found = await client.call_tool(
+                "grep", {"host": "local", "path": "notes.txt", "pattern": "two|magic"}
+            )
+            # The number shown beside the line, as a model reads it: not grep's file line.
+            shown = re.search(r"^(\d+)\| .*magic word 42$", text_of(found), re.M)
+            assert shown is not None, text_of(found)
+            seen["found"] = found
+            seen["finding"] = await client.call_tool(
+                "report_finding",
+                {
+                    "claim": "notes.txt holds the magic word",
+                    "verdict": "yes",
+                    "confidence": 0.9,
+                    "evidence": [{"call_id": call_id_of(found), "lines": shown.group(1)}],
+                },
+            )
+
+    anyio.run(session)
+
+    finding = seen["finding"]
+    assert not finding.is_error and finding.structured_content["grounded"] is True
+    (evidence,) = finding.structured_content["evidence"]
+    assert evidence["text"].endswith("notes.txt:3:magic word 42")
+    # The structured result is the tool's data, untouched by the numbering.
+    assert "|" not in str(seen["found"].structured_content)
+    (grep,) = [e for e in project.transcript() if isinstance(e, ToolExecuted) and e.tool == "grep"]
+    assert not re.search(r"^\d+\|", grep.result.output, re.M)  # recorded without the gutter
 
 
 def test_bad_input_and_unknown_tools_are_error_results_not_protocol_errors(

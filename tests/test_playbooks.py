@@ -122,6 +122,25 @@ def test_architecture_counts_layers_experts_and_parameters(
     assert "parameters counted from the headers" in finding.claim
 
 
+@pytest.mark.parametrize(
+    "question", ["What is {} quantised to?", "Summarise the architecture of {}"]
+)
+def test_a_checkpoint_that_cannot_be_read_is_said_to_be_unread(
+    question: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "models" / "half-copied"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("weights still uploading\n")  # no config.json, no shards
+    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
+    result = investigate(ToolContext(hosts={"local": sandbox}), question.format(folder), tmp_path)
+    (finding,) = result.findings
+    (summary,) = [c for c in calls(result) if c.tool == "checkpoint_summary"]
+    assert not summary.result.ok
+    assert finding.verdict == "unknown" and finding.grounded, finding.claim
+    assert "could not be read" in finding.claim and str(folder) in finding.claim
+    assert "declares no quantisation" not in finding.claim
+
+
 def test_engine_support_for_a_flag_lists_files_and_lines(
     ctx: ToolContext, deployment: Path, tmp_path: Path
 ) -> None:
@@ -131,6 +150,27 @@ def test_engine_support_for_a_flag_lists_files_and_lines(
     assert "server_args.py" in finding.claim
     grep = next(c for c in calls(result) if c.tool == "grep")
     assert "server_args.py:4:" in grep.result.output
+
+
+def test_a_quoted_hyphenated_feature_finds_its_underscored_spelling_too(tmp_path: Path) -> None:
+    srt = tmp_path / "src" / "sglang" / "python" / "sglang" / "srt"
+    srt.mkdir(parents=True)
+    (srt / "server_args.py").write_text(
+        "class ServerArgs:\n"
+        "    speculative_algorithm: str | None = None\n\n"
+        "def add_cli_args(parser):\n"
+        '    parser.add_argument("--speculative-algorithm", choices=["EAGLE", "NEXTN"])\n'
+    )
+    (srt / "spec_info.py").write_text(
+        'def is_nextn(server_args):\n    return server_args.speculative_algorithm == "NEXTN"\n'
+    )
+    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
+    question = f"Which engine flag enables 'speculative-algorithm' in {tmp_path}/src/sglang?"
+    result = investigate(ToolContext(hosts={"local": sandbox}), question, tmp_path / "t")
+    (finding,) = result.findings
+    assert finding.verdict == "yes" and finding.grounded, finding.claim
+    assert "3 line(s) across 2 file(s)" in finding.claim
+    assert any("speculative_algorithm" in e.quote for e in finding.evidence)
 
 
 def test_environment_without_gpu_is_an_answer(ctx: ToolContext, tmp_path: Path) -> None:
@@ -239,7 +279,10 @@ def test_serve_and_benchmark_runs_only_with_permission(
         assert "throughput" in finding.claim.lower()
     else:
         assert [a.tool for a in approvals] == ["launch_server"]
-        assert finding.verdict == "unknown" and "did not start" in finding.claim
+        # A claim about the refusal, quoting it: grounded, though the call failed.
+        assert finding.verdict == "unknown" and finding.grounded, finding.claim
+        assert "launch_server on 'local' was not approved: no" in finding.claim
+        assert [e.call_id for e in finding.evidence] == [approvals[0].call_id]
     with socket.socket() as sock:  # nothing is left listening
         assert sock.connect_ex(("127.0.0.1", port)) != 0
 

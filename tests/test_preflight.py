@@ -498,6 +498,21 @@ def test_a_vllm_that_falls_back_to_float16_is_not_refused(world: World) -> None:
     assert report["blocked"] is False
 
 
+def test_a_bitsandbytes_fp4_checkpoint_is_not_held_to_nvfp4s_floor(world: World) -> None:
+    # SGLang before 0.5.13 refused ModelOpt NVFP4 below SM100; bitsandbytes fp4 is not NVFP4.
+    healthy(world, "sglang", "0.4.2")
+    world.package("bitsandbytes", "0.45.0")
+    world.gpus("NVIDIA A100-SXM4-80GB", "8.0")
+    bnb = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "fp4"}
+    world.model(llama(quantization_config=bnb))
+    report, _ = run(local_ctx(world), "local", world.args)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["quantization_on_gpu"]["status"] != "fail", checks["quantization_on_gpu"]
+    assert checks["quantization_package"]["status"] == "pass"
+    assert "bitsandbytes" in checks["quantization_dtype"]["detail"]
+    assert "modelopt" not in json.dumps(report)
+
+
 def test_sleuth_preflight_exits_1_on_a_launch_that_would_fail_and_records_it(
     world: World, tmp_path: Path
 ) -> None:

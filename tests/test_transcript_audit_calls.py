@@ -1,5 +1,6 @@
-"""Transcripts without model turns are sealed too: a `sleuth tool` call and an MCP session
-are signed (after each call, and at the end) and entered in the ledger like `sleuth ask`."""
+"""Transcripts without model turns are sealed too: a `sleuth tool` or `sleuth preflight` call
+and an MCP session are signed (after each call, and at the end) and entered in the ledger like
+`sleuth ask`."""
 
 from __future__ import annotations
 
@@ -53,6 +54,31 @@ def test_a_sleuth_tool_transcript_is_signed_and_in_the_ledger(tmp_path: Path, al
     assert unsigned.exit_code == 0
     code, report = verified(project, plain, allow(tmp_path, [("alice@example.com", alice)]))
     assert (code, report["verdict"]) == (3, "integrity_only")
+
+
+def test_a_sleuth_preflight_transcript_is_signed_and_in_the_ledger(
+    tmp_path: Path, alice: Key
+) -> None:
+    project = tmp_path / "project"
+    model = project / "models" / "tiny"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}\n')
+    (project / "sleuth.toml").write_text(
+        f'[hosts.local]\nroots = ["{project}"]\n[sign]\nkey = "{alice.private}"\n'
+    )
+    signers = allow(tmp_path, [("alice@example.com", alice)])
+    for folder, extra, verdict in (("signed", [], "signed"), ("plain", ["--no-sign"], None)):
+        out = tmp_path / folder
+        # No engine is installed: the launch would fail (exit 1), and the check is recorded.
+        result = sleuth(project, "preflight", "vllm", str(model), "--transcripts", str(out), *extra)
+        assert result.exit_code == 1, result.output
+        (path,) = out.glob("*.jsonl")
+        code, report = verified(project, path, signers)
+        if verdict == "signed":
+            assert (code, report["verdict"], report["problems"]) == (0, "signed", [])
+            assert report["ledger"]["state"] == "match"
+        else:
+            assert (code, report["verdict"]) == (3, "integrity_only")
 
 
 def test_an_mcp_session_is_signed_after_each_call_and_at_its_end(

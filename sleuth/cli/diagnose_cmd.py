@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from sleuth.cli.common import EXIT_BUDGET, EXIT_USAGE, JsonOption, console, fail, print_json
+from sleuth.outputs import DiagnoseOutput
 from sleuth.tools.serving.diagnose import diagnose, render
 from sleuth.tools.serving.diagnose_facts import Engine
 from sleuth.tools.serving.diagnose_lines import split_lines
@@ -43,7 +44,7 @@ def diagnose_file(
     text = _read(log)
     found = diagnose(split_lines(text), engine=ENGINES[engine] if engine else None)
     if as_json:
-        print_json({"source": log, "diagnosis": found.model_dump(mode="json")})
+        print_json(DiagnoseOutput(source=log, diagnosis=found))
     else:
         for line in render(found):
             console.print(escape(line), highlight=False, soft_wrap=True)

@@ -21,9 +21,10 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
+from sleuth.cli.sealing import NoSign, say_warnings, seal_for
 from sleuth.config import ConfigError
 from sleuth.errors import ErrorKind
-from sleuth.outputs import ToolOutput
+from sleuth.outputs import PreflightOutput
 from sleuth.tools.context import build_context
 from sleuth.transcripts.store import TranscriptError
 
@@ -50,6 +51,7 @@ def preflight(
     transcripts: Path = typer.Option(
         Path("transcripts"), "--transcripts", help="Folder the call's transcript is written to."
     ),
+    no_sign: NoSign = False,
     as_json: bool = JsonOption,
     config: Path | None = ConfigOption,
 ) -> None:
@@ -71,19 +73,22 @@ def preflight(
     inputs.update({k: v for k, v in (("tp", tp), ("quantization", quantization),
                                       ("python", python)) if v is not None})  # fmt: skip
     settings = settings_or_exit(config)
+    # Signed and entered in the ledger as `sleuth tool`'s one-call transcript is.
+    seal = seal_for(settings, no_sign, quiet=True)
     try:
         ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     try:
         with err_console.status(f"preflight on {host}", spinner="dots"):
-            result, transcript = run_cli_call(transcripts, ctx, "preflight", inputs)
+            result, transcript = run_cli_call(transcripts, ctx, "preflight", inputs, seal=seal)
     except TranscriptError as exc:
         fail(str(exc))
     finally:
         ctx.close()
+    say_warnings(seal.warnings)
     if as_json:
-        print_json(ToolOutput(**result.model_dump(), transcript=str(transcript)))
+        print_json(PreflightOutput(**result.model_dump(), transcript=str(transcript)))
     elif result.ok:
         console.print(escape(result.output), highlight=False, soft_wrap=True)
         console.print(f"[dim]Transcript: {escape(str(transcript))}[/]", soft_wrap=True)

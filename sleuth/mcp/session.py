@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sleuth.agent.calls import Call, CallPipeline
+from sleuth.agent.evidence.lines import shown_output
 from sleuth.agent.findings import REPORT_FINDING, summarise
 from sleuth.agent.fleet.view import FleetView
 from sleuth.agent.session import (
@@ -73,7 +74,8 @@ class CallOutcome:
     call_id: str
     """The id report_finding's evidence names this call by."""
     text: str
-    """Exactly what `sleuth ask` would show a model: capped, redacted."""
+    """Exactly what `sleuth ask` would show a model: capped, redacted, a successful output's
+    lines numbered (`12| `) as report_finding's `lines` cite them."""
     is_error: bool
     data: Any = None
 
@@ -165,7 +167,8 @@ class McpSession:
             self._tool_calls += 1
         result = self.calls.tool(call, self._returned_now, approver)
         self._checkpoint()
-        return CallOutcome(call.call_id, result.output, not result.ok, result.data)
+        text = shown_output(name, result.output) if result.ok else result.output
+        return CallOutcome(call.call_id, text, not result.ok, result.data)
 
     def _returned_now(self) -> int:
         """An MCP client sees a call's output once it returns: that moment is its "turn", so

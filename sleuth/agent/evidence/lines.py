@@ -2,6 +2,7 @@
 
 ```python
 shown_conversation(messages)            # what a model is sent: outputs with `12| ` numbers
+shown_output("grep", output)            # one successful output so (an MCP client's text)
 span("12-14")                           # (12, 14)
 cite("grep", output, 12, 14)            # those lines as recorded, or None
 ```
@@ -53,6 +54,15 @@ def with_gutter(output: str) -> str:
     )
 
 
+def shown_output(tool: str, output: str) -> str:
+    """A successful call's output as a language model is shown it (by `sleuth ask` or over
+    MCP): numbered in the gutter, except read_lines' (already numbered), report_finding's
+    answers and the note that stands for an empty output."""
+    if output == NO_OUTPUT or tool in (REPORT_FINDING, *SELF_NUMBERED):
+        return output
+    return with_gutter(output)
+
+
 def strip_gutter(quote: str) -> str:
     """A quote without the `12| ` numbers a model may have copied with it."""
     return _GUTTER.sub("", quote)
@@ -80,11 +90,10 @@ def _numbered(block: dict[str, Any], tools: dict[str, str]) -> dict[str, Any]:
         block.get("type") != "tool_result"
         or block.get("is_error")
         or not isinstance(content, str)
-        or content == NO_OUTPUT
-        or tool in ("", REPORT_FINDING, *SELF_NUMBERED)
+        or not tool
     ):
         return block
-    return {**block, "content": with_gutter(content)}
+    return {**block, "content": shown_output(tool, content)}
 
 
 def span_text(raw: object) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries
+from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries, unread
 from sleuth.agent.playbook.plan import Family, Plan, Question, Report, Result, summary_text
 from sleuth.tools.checkpoints.models import CheckpointSummary
 
@@ -21,9 +21,9 @@ def plan_arch(q: Question) -> Plan:
 
 def _arch_report(s: Result) -> Report:
     summary = s.model(CheckpointSummary)
-    config = (summary.config if summary else None) or {}
-    name = summary.model_dir if summary else "the checkpoint"
-    params = summary.params.logical if summary else None
+    if summary is None:
+        return unread(s)
+    config, name, params = summary.config or {}, summary.model_dir, summary.params.logical
     parts = [f"{k.replace('_', ' ')} {config[k]}" for k in SHOWN if config.get(k)]
     if params:
         parts.append(f"{params:,} parameters counted from the headers")

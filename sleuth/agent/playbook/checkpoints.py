@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from sleuth.agent.playbook.plan import Call, Question, Result, Step
+from sleuth.agent.playbook.plan import Call, Question, Report, Result, Step
 from sleuth.agent.playbook.sources import is_engine_path
 
 
@@ -45,4 +45,15 @@ def no_checkpoint(q: Question) -> str:
     return (
         f"No checkpoint (a folder with config.json) was found under the roots of host "
         f"{q.host!r}. Name the model folder in the question, e.g. /models/MyModel."
+    )
+
+
+def unread(s: Result) -> Report:
+    """The finding for a checkpoint_summary that failed: it could not be read, as the call
+    said; nothing is claimed of what the checkpoint holds."""
+    return Report(
+        f"The checkpoint could not be read (checkpoint_summary failed): {s.output.strip()[:200]}",
+        "unknown",
+        0.3,
+        [(s, s.line("error") or s.line())],
     )

@@ -27,6 +27,14 @@ def feature_word(q: Question) -> str | None:
     return str(known[0]) if known else None
 
 
+def feature_pattern(word: str) -> str:
+    """grep's extended regular expression for `word`, `-` and `_` standing for each other and
+    a flag's leading dashes dropped: `--speculative-algorithm` on the command line is
+    `speculative_algorithm` in the code that reads it."""
+    parts = re.split(r"[-_]", word.lstrip("-") or word)
+    return "[-_]".join(re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", part) for part in parts)
+
+
 def claims(q: Question) -> bool:
     """A support word, and an engine or a feature to look for: "which flag" alone is not."""
     return q.has(*WORDS) and (q.has("sglang", "vllm", "engine") or feature_word(q) is not None)
@@ -50,7 +58,7 @@ def plan_engine(q: Question) -> Plan:
         )
         yield [report]
         return summary_text([report])
-    pattern = re.escape(word).replace(r"\-", "[-_]").replace("_", "[-_]")
+    pattern = feature_pattern(word)
     (grep,) = yield [
         Call(
             "grep",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries
+from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries, unread
 from sleuth.agent.playbook.plan import Call, Family, Plan, Question, Report, Result, summary_text
 from sleuth.agent.playbook.sources import engine_dir, engine_report
 from sleuth.tools.checkpoints.models import CheckpointSummary
@@ -39,12 +39,7 @@ def plan_mtp(q: Question) -> Plan:
 def _mtp_report(s: Result) -> Report:
     summary = s.model(CheckpointSummary)
     if summary is None:
-        return Report(
-            f"The checkpoint could not be read: {s.output.strip()[:200]}",
-            "unknown",
-            0.3,
-            [(s, s.line("error"))],
-        )
+        return unread(s)
     name = summary.model_dir
     declared, tensors = summary.mtp.declared_layers, summary.mtp.tensors
     # The checkpoint's own warning about its MTP heads, quoted as the output shows it.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries
+from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries, unread
 from sleuth.agent.playbook.plan import Family, Plan, Question, Report, Result, summary_text
 from sleuth.tools.checkpoints.models import CheckpointSummary
 
@@ -18,13 +18,14 @@ def plan_quant(q: Question) -> Plan:
 
 def _quant_report(s: Result) -> Report:
     summary = s.model(CheckpointSummary)
-    quant = summary.quantization if summary else None
-    name = summary.model_dir if summary else "the checkpoint"
+    if summary is None:
+        return unread(s)
+    quant, name = summary.quantization, summary.model_dir
     method = (quant.algorithm or quant.method) if quant else None
     evidence = [(s, s.line("quantization:")), (s, s.line("tensors:", "dtypes"))]
     if quant is None or not method:
         return Report(f"{name} declares no quantisation.", "no", 0.7, evidence)
-    dtypes = ", ".join(f"{k}×{v}" for k, v in (summary.dtypes if summary else {}).items())
+    dtypes = ", ".join(f"{k}×{v}" for k, v in summary.dtypes.items())
     excluded = [str(i["pattern"]) for i in quant.ignore]
     return Report(
         f"{name} is quantised with {method}"

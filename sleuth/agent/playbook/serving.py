@@ -30,11 +30,15 @@ def serve_and_bench(
     (launch,) = yield [Call("launch_server", launch_input)]
     which = "with speculative decoding" if speculative else "without speculative decoding"
     if launch.is_error:
+        # Refused or failed, the finding is about that failure and quotes it (its first line
+        # says which): a claim about a failed call is the one claim its output grounds.
+        said = launch.line()
         return Report(
-            f"The {engine} server for {model} ({which}) did not start.",
+            f"launch_server on {q.host} failed and the {engine} server for {model} ({which}) "
+            f"did not start: {said}",
             "unknown",
             0.7,
-            [(launch, launch.line("error") or launch.line("not"))],
+            [(launch, said)],
         )
     # launch_server has no model of its own: its data is a dict holding the server_id.
     server_id = (launch.data or {}).get("server_id", "")

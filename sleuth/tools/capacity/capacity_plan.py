@@ -109,7 +109,9 @@ def build_plan(
     """The plan from the built-in rules: its numbers, its reasons and their verdict."""
     s = size(args, shape, summary, gpus.spec, installed)
     q = summary.quantization
-    method = quant_rules.engine_method(q.method if q else None, q.algorithm if q else None)
+    method = quant_rules.engine_method(
+        q.method if q else None, q.algorithm if q else None, args.engine
+    )
     found = checks.reasons(args, shape, summary, gpus, s, method)
     floor = quant_rules.quant_rules(args.engine).get(method or "")
     return CapacityPlan(

@@ -124,8 +124,8 @@ VLLM_QUANT: dict[str, QuantRule] = {
             "return 75  (below SM100 the MarlinNvFp4LinearKernel weight-only path)",
         ),
     ),
-    "modelopt_fp8": QuantRule(
-        method="modelopt_fp8",
+    "modelopt": QuantRule(
+        method="modelopt",
         min_capability=89,
         native_capability=89,
         rule=vllm_rule(
@@ -187,17 +187,25 @@ def quant_rules(engine: Engine) -> dict[str, QuantRule]:
     return SGLANG_QUANT if engine == "sglang" else VLLM_QUANT
 
 
-def engine_method(method: str | None, algorithm: str | None) -> str | None:
-    """The engine's method name for a checkpoint's declared quantisation, None if unquantised."""
+MODELOPT = ("modelopt", "nvidia-modelopt", "unknown")
+"""Methods whose algorithm names the engine's method: ModelOpt's producer names, and the
+probe's "unknown" for a quantization_config with ModelOpt's `quant_algo` but no method."""
+ALIASES = {"awq_marlin": "awq", "gptq_marlin": "gptq"}
+"""Kernel variants the engines pick for a checkpoint of the method their rules are keyed by."""
+
+
+def engine_method(method: str | None, algorithm: str | None, engine: Engine) -> str | None:
+    """The engine's name for a checkpoint's declared quantisation, as vLLM's
+    QUANTIZATION_METHODS and SGLang's name it (bitsandbytes, compressed-tensors, fp8, ...);
+    None if unquantised. Only a ModelOpt checkpoint's algorithm picks the name (ModelOpt FP8
+    is vLLM's `modelopt`, SGLang's `modelopt_fp8`): a bitsandbytes fp4 or a
+    compressed-tensors NVFP4 checkpoint keeps its own method."""
     m, a = (method or "").lower(), (algorithm or "").upper()
     if not m and not a:
         return None
-    if "FP4" in a and "MX" not in a:
-        return "modelopt_fp4"
-    if m in ("modelopt", "nvidia-modelopt") and "FP8" in a:
-        return "modelopt_fp8"
-    if m in ("fp8", "awq", "gptq", "mxfp4", "compressed-tensors", "w8a8_fp8"):
-        return m
-    if m == "awq_marlin" or m == "gptq_marlin":
-        return m.split("_")[0]
-    return m or None
+    if m in MODELOPT or not m:
+        if "FP4" in a and "MX" not in a:
+            return "modelopt_fp4"
+        if "FP8" in a:
+            return "modelopt" if engine == "vllm" else "modelopt_fp8"
+    return ALIASES.get(m, m) or None

@@ -37,7 +37,7 @@ QUANT_FILES = {
     },
     "vllm": {
         "modelopt_fp4": ("model_executor/layers/quantization/modelopt.py", "modelopt_fp4"),
-        "modelopt_fp8": ("model_executor/layers/quantization/modelopt.py", "modelopt"),
+        "modelopt": ("model_executor/layers/quantization/modelopt.py", "modelopt"),
         "fp8": ("model_executor/layers/quantization/fp8.py", "fp8"),
         "awq": ("model_executor/layers/quantization/awq.py", "awq"),
         "gptq": ("model_executor/layers/quantization/gptq.py", "gptq"),

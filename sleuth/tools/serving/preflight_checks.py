@@ -317,16 +317,12 @@ def _architecture(facts: Facts) -> PreflightCheck:
 
 
 def quant_method(facts: Facts) -> str | None:
-    """The engine's name for the quantisation, as its capability rules are keyed."""
+    """The engine's name for the quantisation (as given on the command line, else the one the
+    checkpoint declares), as its capability rules are keyed."""
     q = facts.summary.quantization if facts.summary else None
-    declared = engine_method(q.method, q.algorithm) if q else None
+    engine: rules.Engine = "sglang" if facts.settings.engine == "sglang" else "vllm"
+    declared = engine_method(q.method, q.algorithm, engine) if q else None
     return facts.settings.quantization or declared
-
-
-def declared_method(facts: Facts) -> str | None:
-    """The method as given on the command line or named by quantization_config."""
-    q = facts.summary.quantization if facts.summary else None
-    return facts.settings.quantization or (q.method.lower() if q and q.method else None)
 
 
 def effective_dtype(facts: Facts) -> str:
@@ -337,7 +333,7 @@ def effective_dtype(facts: Facts) -> str:
 
 
 def _quant_dtype(facts: Facts) -> PreflightCheck:
-    method = declared_method(facts)
+    method = quant_method(facts)
     cc = min((float(g.compute_capability) for g in facts.gpus), default=None)
     # vLLM runs AWQ checkpoints through awq_marlin (bf16 and fp16) on 8.0+ unless told awq.
     plain_awq = method == "awq" and (facts.settings.quantization == "awq" or (cc or 9) < 8.0)
@@ -356,7 +352,7 @@ def _quant_dtype(facts: Facts) -> PreflightCheck:
 
 
 def _quant_package(facts: Facts) -> PreflightCheck:
-    if declared_method(facts) != "bitsandbytes" or facts.probe is None:
+    if quant_method(facts) != "bitsandbytes" or facts.probe is None:
         return skipped("quantization_package", "no quantisation package needed")
     pkg = facts.probe.packages.get("bitsandbytes")
     if pkg is None or not pkg.installed:
