@@ -49,6 +49,10 @@ def test_ask_launches_reports_and_lists_the_server_it_left_running(
         # The host's own python is the engine's: a python the model picked would make the
         # preset a custom command, which --yes never approves without a commands rule.
         f'python = "{engine_env.python}"\n'
+        # --yes approves the engine's preset and the environment the model passes only where a
+        # rule names them, so the test names both as an operator would.
+        '[hosts.gpu.approve]\nengines = ["vllm"]\n'
+        f"env = {json.dumps(sorted(engine_env.server_env()))}\n"
     )
     port = free_port()
     turns = [
