@@ -29,7 +29,8 @@ from sleuth.tools.capacity.model import ModelShape, max_context, model_shape
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity_reports"
 CASES = FIXTURES / "cases.json"
-HELD_OUT = FIXTURES / "held_out.json"
+HELD_OUT = FIXTURES / "heldout.json"
+"""Engine reports kept out while the accounting was built (the rest of the llm-d-planner sweep)."""
 POOL_SHARE = 0.2
 """A case's KV pool is a sliver below this share of the GPU's memory: its error is judged in
 memory (as a share of the GPU), not in tokens."""
@@ -156,7 +157,8 @@ def weights_per_gpu(model: dict[str, Any], shape: ModelShape, s: EngineSetup) ->
 
 def _shape_bytes(model: dict[str, Any], shape: ModelShape, ends: int) -> int:
     """Parameters from the shape (attention, MLP or experts, norms) at the checkpoint's
-    bytes per weight: 2, fp8 1 (+ 16-bit attention where the config keeps it), int4 0.5."""
+    bytes per weight: 2, fp8 and int8 1 (+ 16-bit attention where the config keeps it), int4
+    0.5."""
     h, layers = shape.hidden_size, shape.layers
     q = shape.attention_heads * shape.head_dim
     kv = 2 * shape.kv_heads * shape.head_dim
@@ -170,7 +172,7 @@ def _shape_bytes(model: dict[str, Any], shape: ModelShape, ends: int) -> int:
     scheme = str((model.get("quantization_config") or {}).get("scheme", ""))
     if "W4A16" in scheme:
         per_weight = 0.5 + 2 / 128  # int4 + a 16-bit scale per group of 128
-    elif "fp8" in method:
+    elif "fp8" in method or "W8A8" in scheme:
         per_weight = 1.0
     else:
         per_weight = 2.0

@@ -9,30 +9,73 @@ GPU) where it is a sliver.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from sleuth.tools.capacity.gpus import lookup
-from tests.capacity_corpus import POOL_SHARE, Scored, load, predictable, score, summary
+from tests.capacity_corpus import HELD_OUT, POOL_SHARE, Scored, load, predictable, score, summary
 
 CASES = load()
+HELD = load(HELD_OUT)
+SWEEP_COMMIT = "d3121e059da88662db39a926a3ead964be97359b"
 SCORED = [score(c) for c in CASES if predictable(c)]
 BIG = [s for s in SCORED if s.token_error is not None and s.pool_share >= POOL_SHARE]
 SLIVER = [s for s in SCORED if s.token_error is not None and s.pool_share < POOL_SHARE]
 
 
+def _sourced(case: dict[str, Any]) -> None:
+    assert case["url"].startswith("https://github.com/"), case["id"]
+    if case["source_kind"] == "committed_log":
+        assert f"/blob/{SWEEP_COMMIT}/" in case["url"], case["id"]
+    assert case["engine"] in ("vllm", "sglang")
+    assert "version" in case and case["gpu"]["count"] >= 1
+    setup = case["setup"]
+    assert setup["tp"] >= 1 and "kv_cache_dtype" in setup and "dtype" in setup
+    fraction = setup.get("gpu_memory_utilization", setup.get("mem_fraction_static"))
+    assert fraction is not None or any(k.endswith("_note") for k in setup), case["id"]
+    assert case["reported"]["lines"] and case["config_source"], case["id"]
+
+
 def test_the_corpus_holds_thirty_cases_with_their_sources() -> None:
     assert len(CASES) >= 30
     for case in CASES:
-        assert case["url"].startswith("https://github.com/"), case["id"]
-        assert case["engine"] in ("vllm", "sglang")
-        assert "version" in case and case["gpu"]["count"] >= 1
-        setup = case["setup"]
-        assert setup["tp"] >= 1 and "kv_cache_dtype" in setup and "dtype" in setup
-        fraction = setup.get("gpu_memory_utilization", setup.get("mem_fraction_static"))
-        assert fraction is not None or any(k.endswith("_note") for k in setup), case["id"]
-        assert case["reported"]["lines"], case["id"]
+        _sourced(case)
+
+
+def test_the_held_out_set_is_sourced_and_apart_from_the_corpus() -> None:
+    assert HELD
+    for case in HELD:
+        _sourced(case)
+    assert not {c["id"] for c in HELD} & {c["id"] for c in CASES}
+    assert not {c["url"] for c in HELD} & {c["url"] for c in CASES}
+    assert len({c["url"] for c in HELD}) == len(HELD)
+
+
+@pytest.mark.parametrize("case", CASES + HELD, ids=[c["id"] for c in CASES + HELD])
+def test_every_reported_figure_is_in_a_quoted_line(case: dict[str, Any]) -> None:
+    reported = case["reported"]
+    quoted = {
+        float(n.replace(",", ""))
+        for line in reported["lines"]
+        for n in re.findall(r"\d[\d,]*(?:\.\d+)?", line)
+    }
+    for key, value in reported.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            assert float(value) in quoted, (case["id"], key, value)
+
+
+@pytest.mark.parametrize("case", HELD, ids=[c["id"] for c in HELD])
+def test_every_held_out_case_is_predicted_or_says_why(case: dict[str, Any]) -> None:
+    assert lookup(case["gpu"]["key"]) is not None
+    if not predictable(case):
+        assert case.get("unpredictable_reason"), case["id"]
+        return
+    scored = score(case)
+    assert scored.reported_tokens == case["reported"]["kv_cache_tokens"]
+    assert scored.account.kv_tokens > 0 and scored.token_error is not None
+    assert scored.account.lines[1].startswith("GPU KV cache size: ")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
