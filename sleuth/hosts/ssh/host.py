@@ -71,15 +71,6 @@ class SSHHost:
         self._count_lock = threading.Lock()
 
     @property
-    def bytes_received(self) -> int:
-        """Bytes that crossed the wire into this process, all connections together."""
-        return self.conn.bytes_received
-
-    @property
-    def reconnects(self) -> int:
-        return self.conn.reconnects
-
-    @property
     def file_access(self) -> FileAccess:
         """How files are read on the current connection."""
         return "exec" if self._sftp_refused() else "sftp"
