@@ -2,8 +2,7 @@
 the jump host before it), the handshake, the host key check, then public-key authentication.
 
 ```python
-login = Login("gpu1", known_hosts, False, Path("~/.ssh/config").expanduser(), user_known, 10)
-transport, auth_used = open_transport(login, resolve("gpu1", config), None, tally=print)
+transport, auth_used = open_transport(conn.login, resolve("gpu1", config), None, tally=print)
 ```
 
 - Host keys are checked before authenticating (`known_hosts.HostKeyCheck`); ssh-agent keys,
