@@ -192,10 +192,10 @@ def measure(work: Path) -> list[dict[str, Any]]:
             config_path = slow_config if target == "sleuth-slow" else server.ssh_config_path
             ctx, host = ssh_context(config_path, work, folder, target, known, python)
             host.stat("/")  # connect outside the timing
-            before = host.bytes_received
+            before = host.conn.bytes_received
             runs = 1 if "SFTP" in way and "50 ms" in way else 3
             secs, cpu, data = timed(lambda c=ctx: summarize(c, "remote", folder), runs)
-            wire = (host.bytes_received - before) // runs
+            wire = (host.conn.bytes_received - before) // runs
             rows.append({"way": way, "s": secs, "cpu": cpu, "data": data, "wire": wire})
             host.close()
     finally:

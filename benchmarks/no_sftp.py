@@ -51,9 +51,9 @@ def measure_one(host: SSHHost, access: str, blob: Path, calls: int) -> dict[str,
             timings(lambda: host.read_range(str(blob), 54_321, MIB), max(calls // 4, 10))
         ),
     }
-    before = host.bytes_received
+    before = host.conn.bytes_received
     assert host.read_range(str(blob), 54_321, MIB) == blob.read_bytes()[54_321 : 54_321 + MIB]
-    row["wire_1m"] = host.bytes_received - before
+    row["wire_1m"] = host.conn.bytes_received - before
     config = HostConfig(roots=[str(blob.parent)])
     ctx = ToolContext(hosts={"h": SandboxedHost("h", host, config, Limits())})
     args = {"host": "h", "path": "model.py", "start": 1, "end": 20}

@@ -60,7 +60,7 @@ def test_eight_commands_run_at_once_on_one_connection(host: SSHHost) -> None:
     elapsed = time.monotonic() - start
     assert [r.stdout for r in results] == [f"{i}\n".encode() for i in range(8)]
     assert elapsed < 4, f"8 one-second commands took {elapsed:.1f}s: they did not overlap"
-    assert host.conn.transport is transport and host.reconnects == 0
+    assert host.conn.transport is transport and host.conn.reconnects == 0
 
 
 def _rss_kib(field: str) -> int:
@@ -128,11 +128,11 @@ def test_read_range_returns_exact_bytes_and_moves_only_those(
     path = tmp_path / "blob.bin"
     path.write_bytes(data)
     host.stat("/")  # connect first so the handshake is not counted
-    before_wire, before_payload = host.bytes_received, host.bytes_read_sftp
+    before_wire, before_payload = host.conn.bytes_received, host.bytes_read_sftp
     got = host.read_range(str(path), 123_457, 300_000)
     assert got == data[123_457:423_457]
     assert host.bytes_read_sftp - before_payload == 300_000
-    assert host.bytes_received - before_wire < 400_000, "more than the range crossed the wire"
+    assert host.conn.bytes_received - before_wire < 400_000, "more than the range crossed the wire"
     assert host.read_range(str(path), len(data) - 10, 1000) == data[-10:]
     assert host.read_range(str(path), len(data) + 5, 1000) == b""
     assert host.read_range(str(path), 7, 5) == data[7:12]
@@ -181,10 +181,10 @@ def test_dropped_connection_is_reestablished_and_reported(host: SSHHost, sshd: S
     sshd.restart()
     result = host.run(["echo", "again"], timeout=10, max_bytes=100)
     assert result.stdout == b"again\n" and result.reconnected
-    assert host.reconnects == 1
+    assert host.conn.reconnects == 1
     assert not host.run(["true"], timeout=10, max_bytes=10).reconnected
     sshd.restart()
-    assert host.stat("/").kind == "dir" and host.reconnects == 2
+    assert host.stat("/").kind == "dir" and host.conn.reconnects == 2
 
 
 def test_command_cut_off_by_a_drop_is_not_rerun_when_it_may_change_the_host(
@@ -242,7 +242,7 @@ def test_without_sftp_files_go_by_exec_noted_once_per_connection(
         info = host.describe()
         assert (info.file_access, info.warnings) == ("exec", [NO_SFTP])
         sshd_no_sftp.restart()  # a new connection asks for SFTP again, and notes it again
-        assert host.realpath("/") == "/" and host.reconnects == 1
+        assert host.realpath("/") == "/" and host.conn.reconnects == 1
         assert host.notes == [f"host 'remote': {NO_SFTP}"] * 2
     finally:
         host.close()

@@ -158,7 +158,7 @@ def test_sshd_killed_and_restarted_mid_investigation(
     assert "refused" in calls[1].result.output or "connect" in calls[1].result.output, calls[
         1
     ].result.output
-    assert "hello" in calls[2].result.output and ssh.reconnects >= 1
+    assert "hello" in calls[2].result.output and ssh.conn.reconnects >= 1
     assert sound(Path(result.transcript))
 
 

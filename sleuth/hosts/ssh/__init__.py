@@ -8,8 +8,11 @@ host.run(["sed", "-n", "1,20p", "--", "/models/x/config.json"], timeout=30, max_
 - `endpoint`: the target as `~/.ssh/config` resolves it (HostName, User, Port,
   IdentityFile, IdentitiesOnly, ProxyJump).
 - `known_hosts`: host keys checked against the user's known_hosts and Sleuth's own file.
-- `connection`: one reused transport, authentication, reconnection, and exec with a
-  remote `timeout` so a timed-out command's process group dies.
+- `login`: one transport opened (directly or through jump hosts), its host key checked,
+  and logged in with the agent's, the configured or the default keys.
+- `connection`: one reused transport, re-made after a drop, and its channels.
+- `channel_exec`: one command on an exec channel, with a remote `timeout` so a timed-out
+  command's process group dies.
 - `sftp` and `fallback`: stat, realpath and byte ranges over pooled SFTP clients, or by
   exec with POSIX tools where the server has no SFTP subsystem.
 - `program`: Sleuth's host program, resident on one channel per connection (or run once per

@@ -1,8 +1,8 @@
 """stat, realpath and byte ranges by exec, for servers without the SFTP subsystem.
 
 ```python
-files = ExecFiles(conn.run, "gpu1", io_timeout=20)
-files.read_range("/models/x/model.safetensors", 0, 8)
+files = ExecFiles(host.run, "gpu1", io_timeout=20)
+files.read("/models/x/model.safetensors", 0, 8)
 ```
 
 Each operation is one fixed `sh -c` script whose operands travel as positional parameters

@@ -1,12 +1,12 @@
 """SSHHost: the Host protocol over one reused SSH connection.
 
-Commands run over exec channels (`connection.py`); stat, realpath and byte ranges go over
-SFTP (`sftp.py`), or, on a server without the SFTP subsystem, over exec with POSIX tools
-(`fallback.py`): the first refusal on a connection is noted in `notes` and the rest of that
-connection uses exec. Both paths give the same results and the same errors. Requests to
-Sleuth's own program on the host (the file tools' reads, beneath the roots) go to one
-resident program per connection, or one run per request with `calls="exec"` (`program.py`).
-"""
+Commands run over exec channels (`channel_exec.py`) of one connection (`connection.py`);
+stat, realpath and byte ranges go over SFTP (`sftp.py`), or, on a server without the SFTP
+subsystem, over exec with POSIX tools (`fallback.py`): the first refusal on a connection is
+noted in `notes` and the rest of that connection uses exec. Both paths give the same results
+and the same errors. Requests to Sleuth's own program on the host (the file tools' reads,
+beneath the roots) go to one resident program per connection, or one run per request with
+`calls="exec"` (`program.py`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import stat as stat_mod
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, Unpack
 
 import paramiko
 
@@ -30,7 +29,8 @@ from sleuth.hosts.host import (
     os_error_kind,
 )
 from sleuth.hosts.ssh import sftp
-from sleuth.hosts.ssh.connection import Connection
+from sleuth.hosts.ssh.channel_exec import exec_argv, not_run
+from sleuth.hosts.ssh.connection import Connection, LinkOptions
 from sleuth.hosts.ssh.fallback import ExecFiles
 from sleuth.hosts.ssh.known_hosts import fingerprint, key_label
 from sleuth.hosts.ssh.program import HostPrograms
@@ -49,32 +49,19 @@ class SSHHost:
         name: str,
         target: str,
         *,
-        known_hosts: Path,
-        accept_new: bool = False,
-        ssh_config_path: Path | None = None,
-        user_known_hosts: Path | None = None,
-        connect_timeout: float = 10,
-        io_timeout: float = 20,
         python: str = "python3",
         calls: Literal["resident", "exec"] = "resident",
+        **link: Unpack[LinkOptions],
     ) -> None:
+        """`link`: how the connection is made and checked (`Connection`'s options, among them
+        the required `known_hosts`)."""
         self.name, self.target = name, target
         self.python = python
         """The interpreter `describe` starts Sleuth's program with (requests name their own)."""
-        self.conn = Connection(
-            name,
-            target,
-            known_hosts=known_hosts,
-            accept_new=accept_new,
-            ssh_config_path=ssh_config_path,
-            user_known_hosts=user_known_hosts,
-            connect_timeout=connect_timeout,
-            io_timeout=io_timeout,
-            on_close=self._closed,
-        )
+        self.conn = Connection(name, target, on_close=self._closed, **link)
         self._pool = sftp.SftpPool(self.conn)
-        self.programs = HostPrograms(self.conn, name, calls)
-        self._exec_files = ExecFiles(self.conn.run, name, io_timeout)
+        self.programs = HostPrograms(self.conn, self.run, name, calls)
+        self._exec_files = ExecFiles(self.run, name, self.conn.io_timeout)
         self._no_sftp_on: paramiko.Transport | None = None
         self._note_lock = threading.Lock()
         self.notes: list[str] = []
@@ -82,15 +69,6 @@ class SSHHost:
         self.bytes_read_sftp = 0
         """File payload bytes returned by `read_range` (over SFTP or its exec fallback)."""
         self._count_lock = threading.Lock()
-
-    @property
-    def bytes_received(self) -> int:
-        """Bytes that crossed the wire into this process, all connections together."""
-        return self.conn.bytes_received
-
-    @property
-    def reconnects(self) -> int:
-        return self.conn.reconnects
 
     @property
     def file_access(self) -> FileAccess:
@@ -113,7 +91,18 @@ class SSHHost:
         `retry=False` is for commands that change the host: if the connection drops while
         one runs, it is reported rather than run a second time.
         """
-        return self.conn.run(argv, timeout=timeout, max_bytes=max_bytes, stdin=stdin, retry=retry)
+        if not argv:
+            raise HostError("empty command", ErrorKind.INVALID_INPUT)
+        start = time.monotonic()
+        result, reconnected = self.conn.call(
+            lambda t: exec_argv(self.conn, t, list(argv), timeout, max_bytes, stdin), retry=retry
+        )
+        result.duration_s = time.monotonic() - start
+        result.reconnected = reconnected
+        failed = not_run(result, self.name)
+        if failed is not None:
+            raise failed
+        return result
 
     # -- files --
 

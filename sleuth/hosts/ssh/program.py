@@ -2,7 +2,7 @@
 run per request on the exec path.
 
 ```python
-programs = HostPrograms(conn, "gpu1", calls="resident")
+programs = HostPrograms(conn, host.run, "gpu1", calls="resident")
 answer = programs.request("python3", {"op": "ping"}, b"", timeout=30)
 ```
 
@@ -10,7 +10,7 @@ answer = programs.request("python3", {"op": "ping"}, b"", timeout=30)
   (the login shell and its start-up files run once, here); the program's source and modules
   go in on stdin and its hello is checked; then requests are framed on the channel with ids,
   several in flight at once, and a reader thread hands each answer to its caller.
-- exec: `PYTHON -I -S -c BOOT once` per request through `Connection.run` (its timeout, caps
+- exec: `PYTHON -I -S -c BOOT once` per request through the host's `run` (its timeout, caps
   and reconnection), the bundle and the one request on stdin.
 - A program that ends (EOF) or hangs (no answer, and none to a ping either) is dropped and
   the request sent once more to a fresh one; a second failure is reported. A request that is
@@ -25,12 +25,13 @@ import contextlib
 import itertools
 import shlex
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import paramiko
 
 from sleuth.errors import ErrorKind, HostError
-from sleuth.hosts.host import CallMode
+from sleuth.hosts.host import CallMode, RunResult
 from sleuth.hosts.program.resident import BOOT, frame, read_frame
 from sleuth.hosts.ssh.connection import Connection
 from sleuth.hosts.wire import (
@@ -52,6 +53,8 @@ REPLY_CAP = 1 << 30
 """Bytes of one exec-path answer; a read asks for at most what the caller will hold."""
 STDERR_KEPT = 4096
 CHANNEL_ERRORS = (OSError, EOFError, paramiko.SSHException)
+Run = Callable[..., RunResult]
+"""The host's `run`: the exec path's requests and the kill of a hung program go through it."""
 
 
 class _Waiter:
@@ -65,8 +68,8 @@ class _Waiter:
 class Resident:
     """Sleuth's program running on the host for the life of one session channel."""
 
-    def __init__(self, conn: Connection, python: str, name: str) -> None:
-        self.conn, self.python, self.name = conn, python, name
+    def __init__(self, conn: Connection, run: Run, python: str, name: str) -> None:
+        self.conn, self.run, self.python, self.name = conn, run, python, name
         self.channel: paramiko.Channel | None = None
         self.pid = 0
         self.dead = ""
@@ -255,7 +258,7 @@ class Resident:
         def kill() -> None:
             if pid:
                 with contextlib.suppress(HostError):
-                    self.conn.run(["kill", "-KILL", str(pid)], timeout=5, max_bytes=1024)
+                    self.run(["kill", "-KILL", str(pid)], timeout=5, max_bytes=1024)
             self.close()
 
         threading.Thread(target=kill, daemon=True).start()
@@ -274,8 +277,8 @@ class Resident:
 class HostPrograms:
     """Sleuth's program on one SSH host, for every interpreter asked for."""
 
-    def __init__(self, conn: Connection, name: str, calls: CallMode) -> None:
-        self.conn, self.name, self.calls = conn, name, calls
+    def __init__(self, conn: Connection, run: Run, name: str, calls: CallMode) -> None:
+        self.conn, self.run, self.name, self.calls = conn, run, name, calls
         self.starts = 0
         """Resident programs started, all connections together."""
         self.payload_bytes = 0
@@ -356,7 +359,7 @@ class HostPrograms:
             if current is not None and not current.dead:
                 return current, False
             self._check_missing(python)
-            resident = Resident(self.conn, python, self.name)
+            resident = Resident(self.conn, self.run, python, self.name)
             try:
                 _, fresh = self.conn.call(resident.start)
             except NoProgram as exc:
@@ -383,7 +386,7 @@ class HostPrograms:
         wanted = (name.removesuffix(".py"),) if head.get("op") == "program" and name else ()
         bundle = Bundle.of(tuple(m for m in MODULES if m in wanted))
         try:
-            run = self.conn.run(
+            run = self.run(
                 [python, "-I", "-S", "-c", BOOT, "once"],
                 timeout=timeout + GRACE_S,
                 max_bytes=REPLY_CAP,
