@@ -14,9 +14,10 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.ssh_calls import WARMUP, connect, median_ms, table, timings
+from benchmarks.ssh_calls import WARMUP, connect, median_ms, run_calls, table
 from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.policy import SandboxedHost
@@ -25,6 +26,10 @@ from sleuth.tools.context import ToolContext
 from tests.sshd import SSHServer, missing_reason
 
 MIB = 1 << 20
+
+
+def timings(call: Callable[[], object], count: int) -> list[float]:
+    return run_calls(call, count, 1)[0]
 
 
 def measure(work: Path, calls: int) -> dict[str, dict[str, float]]:
@@ -36,7 +41,7 @@ def measure(work: Path, calls: int) -> dict[str, dict[str, float]]:
     got: dict[str, dict[str, float]] = {}
     for access, with_sftp in (("sftp", True), ("exec", False)):
         with SSHServer.create(work / access, sftp=with_sftp) as server:
-            got[access] = measure_one(connect(server, work), access, blob, calls)
+            got[access] = measure_one(connect(server, work, "exec"), access, blob, calls)
     return got
 
 
