@@ -81,17 +81,9 @@ def _sglang(s: EngineSetup, shape: ModelShape, pool: int) -> Layout:
 
 
 def sglang_cell(s: EngineSetup, shape: ModelShape) -> int:
-    kv = rules.KvShape(
-        mla=shape.mla,
-        kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        v_head_dim=shape.v_head_dim,
-        kv_lora_rank=shape.kv_lora_rank,
-        qk_rope_head_dim=shape.qk_rope_head_dim,
-        full_layers=-(-shape.full_layers // s.pp),
-        swa_layers=-(-shape.swa_layers // s.pp),
-    )
-    return rules.sglang_kv_cell(kv, s.tp, s.kv_elem, False, s.draft_layers).bytes_per_token
+    return rules.sglang_kv_cell(
+        shape.kv_shape(s.pp), s.tp, s.kv_elem, False, s.draft_layers
+    ).bytes_per_token
 
 
 def engine_lines(s: EngineSetup, shape: ModelShape, pool: int, lay: Layout) -> list[str]:

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from sleuth.tools.capacity.rules import KvShape
+
 
 class Evidence(BaseModel):
     """Where a number came from (a config key, a header, an engine line) and what it says."""
@@ -46,6 +48,19 @@ class ModelShape(BaseModel):
     """Gated-DeltaNet sizes of hybrid linear-attention models (Qwen3-Next, Qwen3.5)."""
     evidence: dict[str, Evidence] = {}
     """Config key -> where it was read, for the reasons that rest on it."""
+
+    def kv_shape(self, pp: int) -> KvShape:
+        """What one pipeline stage's KV cell depends on: each stage caches only its own layers."""
+        return KvShape(
+            mla=self.mla,
+            kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            v_head_dim=self.v_head_dim,
+            kv_lora_rank=self.kv_lora_rank,
+            qk_rope_head_dim=self.qk_rope_head_dim,
+            full_layers=-(-self.full_layers // pp),
+            swa_layers=-(-self.swa_layers // pp),
+        )
 
 
 _KEYS = {

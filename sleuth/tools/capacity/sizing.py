@@ -158,17 +158,7 @@ def engine_setup(
 def _kv_cell(
     args: CapacityInput, shape: ModelShape, elem: int, fp4: bool, draft_layers: int
 ) -> rules.KvCell:
-    kv_shape = rules.KvShape(
-        mla=shape.mla,
-        kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        v_head_dim=shape.v_head_dim,
-        kv_lora_rank=shape.kv_lora_rank,
-        qk_rope_head_dim=shape.qk_rope_head_dim,
-        # Each pipeline stage caches only its own layers.
-        full_layers=-(-shape.full_layers // args.pp),
-        swa_layers=-(-shape.swa_layers // args.pp),
-    )
+    kv_shape = shape.kv_shape(args.pp)
     if args.engine == "sglang":
         return rules.sglang_kv_cell(kv_shape, args.tp, elem, fp4, draft_layers)
     return rules.vllm_kv_cell(kv_shape, args.tp, elem, draft_layers)

@@ -8,8 +8,8 @@ import re
 
 from pydantic import BaseModel, Field
 
-from sleuth.errors import HostError
 from sleuth.tools.context import ToolContext
+from sleuth.tools.program_run import run_or_fail
 from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.results import ToolResult
@@ -56,18 +56,16 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
             f"python={args.python!r} is not a Python interpreter; give python3, python3.11 or "
             f"the path of one, e.g. /opt/venv/bin/python"
         )
-    try:
-        run = sandbox.run_program("python_env_probe.py", [], python=python, timeout=60)
-    except HostError as exc:
-        raise ToolError(
-            f"{python} is not available on host {args.host!r}: {exc}", exc.kind
-        ) from exc
-    if run.exit_code != 0:
-        detail = run.stderr.decode(errors="replace").strip().splitlines()
-        raise ToolError(
-            f"{python} failed on host {args.host!r} (exit {run.exit_code}): "
-            f"{detail[-1] if detail else 'no message'}; pass python=/path/to/python"
-        )
+    run = run_or_fail(
+        sandbox,
+        "python_env_probe.py",
+        [],
+        python=python,
+        timeout=60,
+        not_run=f"{python} is not available",
+        failed=f"{python} failed",
+        hint="; pass python=/path/to/python",
+    )
     env = PythonEnv.model_validate(json.loads(run.stdout))
     for pkg in env.packages:
         pkg.inside_roots = pkg.path is not None and sandbox.contains(pkg.path)

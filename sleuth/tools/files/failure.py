@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from sleuth.tools.program_run import last_stderr_line
+
 
 def command_failure(stderr: bytes, code: int | None, timed_out: bool, path: str) -> str:
     if timed_out:
         return f"timed out on {path}; narrow the path or pattern"
-    detail = stderr.decode(errors="replace").strip().splitlines()
-    return f"failed on {path} (exit {code}): {detail[-1] if detail else 'no message'}"
+    return f"failed on {path} (exit {code}): {last_stderr_line(stderr)}"

@@ -20,6 +20,7 @@ from sleuth.hosts.host import RunResult
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import secret_scan
 from sleuth.tools.files.keyed_secrets import scan_paths
+from sleuth.tools.program_run import last_stderr_line
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.redact import redact
 
@@ -97,10 +98,9 @@ class Found:
 
 def _check(run: RunResult, path: str, failure: type[Exception], explain: str) -> None:
     if run.timed_out or run.exit_code not in (0, 1):
-        detail = run.stderr.decode(errors="replace").strip().splitlines()
         raise failure(
             f"{explain} failed on {path} (exit {run.exit_code}"
-            f"{', timed out' if run.timed_out else ''}): {detail[-1] if detail else 'no message'}"
+            f"{', timed out' if run.timed_out else ''}): {last_stderr_line(run.stderr)}"
         )
 
 

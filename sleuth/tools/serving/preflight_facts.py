@@ -23,6 +23,7 @@ from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.checkpoints.summarize import summarize
 from sleuth.tools.context import ToolContext
 from sleuth.tools.environment.gpu_info import GPU, query_gpus
+from sleuth.tools.program_run import run_or_fail
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.diagnose import Diagnosis
 from sleuth.tools.serving.engines import VllmEntry
@@ -228,21 +229,15 @@ def _probe(host: SandboxedHost, python: str, port: int, model_dir: str | None) -
         "packages": PROBE_PACKAGES,
         "files": list(ENTRY_FILES.values()),
     }
-    try:
-        run = host.run_program(
-            "preflight_probe.py",
-            [json.dumps(arg, separators=(",", ":"))],
-            python=python,
-            timeout=30,
-        )
-    except HostError as exc:
-        raise ToolError(f"{python} does not run on host {host.name!r}: {exc}") from exc
-    if run.exit_code != 0:
-        tail = run.stderr.decode(errors="replace").strip().splitlines()
-        raise ToolError(
-            f"{python} failed on host {host.name!r} (exit {run.exit_code}): "
-            f"{tail[-1] if tail else 'no message'}"
-        )
+    run = run_or_fail(
+        host,
+        "preflight_probe.py",
+        [json.dumps(arg, separators=(",", ":"))],
+        python=python,
+        timeout=30,
+        not_run=f"{python} does not run",
+        failed=f"{python} failed",
+    )
     return HostProbe.model_validate_json(run.stdout)
 
 

@@ -7,11 +7,11 @@ import json
 
 from pydantic import BaseModel, Field
 
-from sleuth.errors import HostError
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
+from sleuth.tools.program_run import run_or_fail
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, cap_output
+from sleuth.tools.results import cap_output
 from sleuth.transcripts.results import ToolResult
 
 
@@ -48,18 +48,15 @@ def server_processes(ctx: ToolContext, args: ServerProcessesInput) -> ToolResult
     or with host="@GROUP" to find the nodes launched differently.
     """
     sandbox = ctx.host(args.host)
-    try:
-        run = sandbox.run_program("server_procs.py", [], timeout=ctx.limits.timeout_s)
-    except HostError as exc:
-        raise ToolError(
-            f"{sandbox.config.python} cannot run on host {args.host!r}: {exc}", exc.kind
-        ) from exc
-    if run.exit_code != 0:
-        detail = run.stderr.decode(errors="replace").strip().splitlines()
-        raise ToolError(
-            f"the process scan failed on host {args.host!r} (exit {run.exit_code}): "
-            f"{detail[-1] if detail else 'no message'}"
-        )
+    run = run_or_fail(
+        sandbox,
+        "server_procs.py",
+        [],
+        python=None,
+        timeout=ctx.limits.timeout_s,
+        not_run=f"{sandbox.config.python} cannot run",
+        failed="the process scan failed",
+    )
     found = [_process(raw) for raw in json.loads(run.stdout)["processes"] if _inside(sandbox, raw)]
     found.sort(key=lambda p: (p.engine, p.argv))
     text, cut = cap_output(
