@@ -9,14 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sleuth.tools.serving import diagnose_fixes_memory as memory
 from sleuth.tools.serving.diagnose_facts import Facts, flag
-from sleuth.tools.serving.diagnose_fixes_memory import (
-    capture_fix,
-    gpu_busy_fix,
-    gpu_oom_fix,
-    host_memory_fix,
-    kv_cache_fix,
-)
 
 
 def _context(f: Facts) -> str:
@@ -279,9 +273,9 @@ def _unknown(f: Facts) -> str:
 
 FIXES: dict[str, Callable[[Facts], str]] = {
     "context": _context,
-    "kv_cache": kv_cache_fix,
-    "gpu_oom": gpu_oom_fix,
-    "capture": capture_fix,
+    "kv_cache": memory.kv_cache_fix,
+    "gpu_oom": memory.gpu_oom_fix,
+    "capture": memory.capture_fix,
     "gpu_capability": _gpu_capability,
     "driver": _driver,
     "kernel_image": _kernel_image,
@@ -296,9 +290,9 @@ FIXES: dict[str, Callable[[Facts], str]] = {
     "weights_access": _weights_access,
     "argument": _argument,
     "argument_checked": _argument_checked,
-    "host_memory": host_memory_fix,
+    "host_memory": memory.host_memory_fix,
     "port_in_use": _port_in_use,
     "engine_missing": _engine_missing,
-    "gpu_busy": gpu_busy_fix,
+    "gpu_busy": memory.gpu_busy_fix,
     "unknown": _unknown,
 }

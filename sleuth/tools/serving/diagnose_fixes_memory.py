@@ -6,6 +6,12 @@ from __future__ import annotations
 from sleuth.tools.serving.diagnose_facts import Facts, flag, gib_of, int_of
 
 
+def _now(n: dict[str, str], *keys: str) -> str:
+    """ " (now 0.9)": the memory setting the log stated, under the first of `keys` it has."""
+    setting = next((n[key] for key in keys if n.get(key)), None)
+    return f" (now {setting})" if setting else ""
+
+
 def kv_cache_fix(f: Facts) -> str:
     n, ctx, mem = f.numbers, flag(f.engine, "context"), flag(f.engine, "memory")
     length = n.get("max_model_len")
@@ -31,8 +37,7 @@ def kv_cache_fix(f: Facts) -> str:
             f"one request at max_model_len {length} needs {n['kv_needed']} of KV cache, more "
             f"than was left: lower {ctx} or raise {mem}"
         )
-    setting = n.get("gpu_memory_utilization") or n.get("mem_fraction_static")
-    now = f" (now {setting})" if setting else ""
+    now = _now(n, "gpu_memory_utilization", "mem_fraction_static")
     return (
         f"after the weights (and the profile run) no memory was left for the KV cache within "
         f"{mem}{now}: raise it, lower {ctx} or {flag(f.engine, 'batch')}, or use more GPUs "
@@ -56,8 +61,7 @@ def gpu_oom_fix(f: Facts) -> str:
             f"--limit-mm-per-prompt), or use more GPUs ({flag(f.engine, 'tp')})"
         )
     if f.kind == "cuda_graph_capture":
-        setting = n.get("mem_fraction_static") or n.get("gpu_memory_utilization")
-        now = f" (now {setting})" if setting else ""
+        now = _now(n, "mem_fraction_static", "gpu_memory_utilization")
         return (
             f"{head}, while capturing CUDA graphs: lower {mem}{now} to leave room for the "
             f"graphs, lower --cuda-graph-max-bs (SGLang) / --max-cudagraph-capture-size (vLLM), "

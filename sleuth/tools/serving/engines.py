@@ -92,24 +92,20 @@ def sglang_argv(opts: LaunchOptions) -> list[str]:
     # speculative_num_draft_tokens.
     argv = [opts.python or "python3", "-m", "sglang.launch_server"]
     argv += ["--model-path", opts.model_path, "--host", "127.0.0.1", "--port", str(opts.port)]
-    if opts.tp is not None:
-        argv += ["--tp-size", str(opts.tp)]
-    if opts.quantization is not None:
-        argv += ["--quantization", opts.quantization]
-    if opts.mem_fraction is not None:
-        argv += ["--mem-fraction-static", _num(opts.mem_fraction)]
+    argv += _flags(
+        ("--tp-size", opts.tp),
+        ("--quantization", opts.quantization),
+        ("--mem-fraction-static", opts.mem_fraction),
+    )
     spec = opts.speculative
     if spec is not None:
         argv += ["--speculative-algorithm", spec.algorithm]
-        if spec.draft_model_path is not None:
-            argv += ["--speculative-draft-model-path", spec.draft_model_path]
-        for flag, value in (
+        argv += _flags(
+            ("--speculative-draft-model-path", spec.draft_model_path),
             ("--speculative-num-steps", spec.num_steps),
             ("--speculative-eagle-topk", spec.eagle_topk),
             ("--speculative-num-draft-tokens", spec.num_draft_tokens),
-        ):
-            if value is not None:
-                argv += [flag, str(value)]
+        )
     return argv
 
 
@@ -124,12 +120,11 @@ def vllm_argv(opts: LaunchOptions) -> list[str]:
     else:
         argv = [vllm_script(opts.python), "serve", opts.model_path]
     argv += ["--host", "127.0.0.1", "--port", str(opts.port)]
-    if opts.tp is not None:
-        argv += ["--tensor-parallel-size", str(opts.tp)]
-    if opts.quantization is not None:
-        argv += ["--quantization", opts.quantization]
-    if opts.mem_fraction is not None:
-        argv += ["--gpu-memory-utilization", _num(opts.mem_fraction)]
+    argv += _flags(
+        ("--tensor-parallel-size", opts.tp),
+        ("--quantization", opts.quantization),
+        ("--gpu-memory-utilization", opts.mem_fraction),
+    )
     if opts.speculative is not None:
         argv += ["--speculative-config", json.dumps(vllm_speculative_config(opts.speculative))]
     return argv
@@ -160,5 +155,10 @@ def vllm_script(python: str | None) -> str:
     return "vllm"
 
 
-def _num(value: float) -> str:
-    return repr(value)
+def _flags(*pairs: tuple[str, str | float | None]) -> list[str]:
+    """Each flag whose value is set, followed by its value (a number as repr writes it)."""
+    argv: list[str] = []
+    for flag, value in pairs:
+        if value is not None:
+            argv += [flag, value if isinstance(value, str) else repr(value)]
+    return argv
