@@ -51,16 +51,10 @@ class ModelShape(BaseModel):
 
     def kv_shape(self, pp: int) -> KvShape:
         """What one pipeline stage's KV cell depends on: each stage caches only its own layers."""
-        return KvShape(
-            mla=self.mla,
-            kv_heads=self.kv_heads,
-            head_dim=self.head_dim,
-            v_head_dim=self.v_head_dim,
-            kv_lora_rank=self.kv_lora_rank,
-            qk_rope_head_dim=self.qk_rope_head_dim,
-            full_layers=-(-self.full_layers // pp),
-            swa_layers=-(-self.swa_layers // pp),
-        )
+        kv = self.model_dump(include=set(KvShape.model_fields))
+        kv["full_layers"] = -(-self.full_layers // pp)
+        kv["swa_layers"] = -(-self.swa_layers // pp)
+        return KvShape.model_validate(kv)
 
 
 _KEYS = {

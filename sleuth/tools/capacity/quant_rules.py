@@ -19,6 +19,8 @@ class QuantRule(BaseModel):
     """The engine refuses to load below this (SM version × 10)."""
     native_capability: int
     """Below this the engine loads through a slower fallback (weight-only Marlin)."""
+    file: str
+    """The method's file in the engine's package, under QUANT_DIRS: where `rule` is."""
     rule: Rule
     earlier: EarlierRule | None = None
     """The rule as releases before `earlier.since` had it, when it changed."""
@@ -47,143 +49,83 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-SGLANG_QUANT: dict[str, QuantRule] = {
-    "modelopt_fp4": QuantRule(
-        method="modelopt_fp4",
-        min_capability=80,
-        native_capability=100,
-        rule=sglang_rule(
-            "layers/quantization/modelopt_quant.py", 1550, "return 80  (ModelOptFp4Config)"
-        ),
-        # Releases up to 0.5.12 refused NVFP4 below Blackwell; 0.5.13 added the fallback.
-        earlier=EarlierRule(
-            since="0.5.13",
-            min_capability=100,
-            rule=Rule(
-                source="sglang 0.5.12 python/sglang/srt/layers/quantization/modelopt_quant.py:1135",
-                quote="return 100  (ModelOptFp4Config; sglang <= 0.5.12)",
-            ),
-        ),
-    ),
-    "modelopt_fp8": QuantRule(
-        method="modelopt_fp8",
-        min_capability=89,
-        native_capability=89,
-        rule=sglang_rule(
-            "layers/quantization/modelopt_quant.py", 463, "return 89  (ModelOptFp8Config)"
-        ),
-    ),
-    "fp8": QuantRule(
-        method="fp8",
-        min_capability=80,
-        native_capability=89,
-        rule=sglang_rule("layers/quantization/fp8.py", 339, "return 100 if self.use_mxfp8 else 80"),
-    ),
-    "w8a8_fp8": QuantRule(
-        method="w8a8_fp8",
-        min_capability=89,
-        native_capability=89,
-        rule=sglang_rule("layers/quantization/w8a8_fp8.py", 67, "return 89"),
-    ),
-    "awq": QuantRule(
-        method="awq",
-        min_capability=80,
-        native_capability=80,
-        rule=sglang_rule("layers/quantization/awq/awq.py", 308, "return 80"),
-    ),
-    "gptq": QuantRule(
-        method="gptq",
-        min_capability=60,
-        native_capability=80,
-        rule=sglang_rule("layers/quantization/gptq/gptq.py", 140, "return 60"),
-    ),
-    "mxfp4": QuantRule(
-        method="mxfp4",
-        min_capability=80,
-        native_capability=100,
-        rule=sglang_rule("layers/quantization/mxfp4.py", 339, "return 80"),
-    ),
-    "compressed-tensors": QuantRule(
-        method="compressed-tensors",
-        min_capability=70,
-        native_capability=89,
-        rule=sglang_rule(
-            "layers/quantization/compressed_tensors/compressed_tensors.py", 161, "return 70"
-        ),
-    ),
-}
-
-VLLM_QUANT: dict[str, QuantRule] = {
-    "modelopt_fp4": QuantRule(
-        method="modelopt_fp4",
-        min_capability=75,
-        native_capability=100,
-        rule=vllm_rule(
-            "vllm/model_executor/layers/quantization/modelopt.py",
-            "ModelOptNvFp4Config.get_min_capability @00155cd",
-            "return 75  (below SM100 the MarlinNvFp4LinearKernel weight-only path)",
-        ),
-    ),
-    "modelopt": QuantRule(
-        method="modelopt",
-        min_capability=89,
-        native_capability=89,
-        rule=vllm_rule(
-            "vllm/model_executor/layers/quantization/modelopt.py",
-            "ModelOptFp8Config.get_min_capability @00155cd",
-            "return 89",
-        ),
-    ),
-    "fp8": QuantRule(
-        method="fp8",
-        min_capability=75,
-        native_capability=89,
-        rule=vllm_rule(
-            "vllm/model_executor/layers/quantization/fp8.py",
-            "Fp8Config.get_min_capability",
-            "return 75  (below SM89: 'GPU does not have native support for FP8 "
-            "computation but FP8 quantization is being used. Weight-only FP8 compression "
-            "will be used leveraging the Marlin kernel.')",
-        ),
-    ),
-    "awq": QuantRule(
-        method="awq",
-        min_capability=75,
-        native_capability=80,
-        rule=vllm_rule(
-            "vllm/model_executor/layers/quantization/awq.py", "get_min_capability", "return 75"
-        ),
-    ),
-    "gptq": QuantRule(
-        method="gptq",
-        min_capability=60,
-        native_capability=80,
-        rule=vllm_rule(
-            "vllm/model_executor/layers/quantization/gptq.py", "get_min_capability", "return 60"
-        ),
-    ),
-    "mxfp4": QuantRule(
-        method="mxfp4",
-        min_capability=80,
-        native_capability=100,
-        rule=vllm_rule(
-            "vllm/model_executor/layers/quantization/mxfp4.py", "get_min_capability", "return 80"
-        ),
-    ),
-    "compressed-tensors": QuantRule(
-        method="compressed-tensors",
-        min_capability=70,
-        native_capability=89,
-        rule=vllm_rule(
-            "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",
-            "get_min_capability",
-            "return 70",
-        ),
-    ),
-}
+QUANT_DIRS = {"sglang": "srt/layers/quantization", "vllm": "model_executor/layers/quantization"}
+"""Where each engine keeps its quantisation methods, under its installed package."""
 
 
-def quant_rules(engine: Engine) -> dict[str, QuantRule]:
+def _sglang(
+    method: str,
+    floor: int,
+    native: int,
+    file: str,
+    line: int,
+    quote: str,
+    earlier: EarlierRule | None = None,
+) -> QuantRule:
+    rule = sglang_rule(f"layers/quantization/{file}", line, quote)
+    return QuantRule(
+        method=method,
+        min_capability=floor,
+        native_capability=native,
+        file=file,
+        rule=rule,
+        earlier=earlier,
+    )
+
+
+def _vllm(
+    method: str, floor: int, native: int, file: str, quote: str, where: str = "get_min_capability"
+) -> QuantRule:
+    rule = vllm_rule(f"vllm/model_executor/layers/quantization/{file}", where, quote)
+    return QuantRule(
+        method=method, min_capability=floor, native_capability=native, file=file, rule=rule
+    )
+
+
+# Releases up to 0.5.12 refused NVFP4 below Blackwell; 0.5.13 added the fallback.
+_SGLANG_FP4_BEFORE = EarlierRule(
+    since="0.5.13",
+    min_capability=100,
+    rule=Rule(
+        source="sglang 0.5.12 python/sglang/srt/layers/quantization/modelopt_quant.py:1135",
+        quote="return 100  (ModelOptFp4Config; sglang <= 0.5.12)",
+    ),
+)
+_VLLM_FP8 = (
+    "return 75  (below SM89: 'GPU does not have native support for FP8 computation but FP8 "
+    "quantization is being used. Weight-only FP8 compression will be used leveraging the "
+    "Marlin kernel.')"
+)
+
+# fmt: off
+SGLANG_QUANT = {rule.method: rule for rule in (
+    _sglang("modelopt_fp4", 80, 100, "modelopt_quant.py", 1550, "return 80  (ModelOptFp4Config)",
+            _SGLANG_FP4_BEFORE),
+    _sglang("modelopt_fp8", 89, 89, "modelopt_quant.py", 463, "return 89  (ModelOptFp8Config)"),
+    _sglang("fp8", 80, 89, "fp8.py", 339, "return 100 if self.use_mxfp8 else 80"),
+    _sglang("w8a8_fp8", 89, 89, "w8a8_fp8.py", 67, "return 89"),
+    _sglang("awq", 80, 80, "awq/awq.py", 308, "return 80"),
+    _sglang("gptq", 60, 80, "gptq/gptq.py", 140, "return 60"),
+    _sglang("mxfp4", 80, 100, "mxfp4.py", 339, "return 80"),
+    _sglang("compressed-tensors", 70, 89, "compressed_tensors/compressed_tensors.py", 161,
+            "return 70"),
+)}
+VLLM_QUANT = {rule.method: rule for rule in (
+    _vllm("modelopt_fp4", 75, 100, "modelopt.py",
+          "return 75  (below SM100 the MarlinNvFp4LinearKernel weight-only path)",
+          "ModelOptNvFp4Config.get_min_capability @00155cd"),
+    _vllm("modelopt", 89, 89, "modelopt.py", "return 89",
+          "ModelOptFp8Config.get_min_capability @00155cd"),
+    _vllm("fp8", 75, 89, "fp8.py", _VLLM_FP8, "Fp8Config.get_min_capability"),
+    _vllm("awq", 75, 80, "awq.py", "return 75"),
+    _vllm("gptq", 60, 80, "gptq.py", "return 60"),
+    _vllm("mxfp4", 80, 100, "mxfp4.py", "return 80"),
+    _vllm("compressed-tensors", 70, 89, "compressed_tensors/compressed_tensors.py", "return 70"),
+)}
+# fmt: on
+
+
+def quant_rules(engine: str) -> dict[str, QuantRule]:
     return SGLANG_QUANT if engine == "sglang" else VLLM_QUANT
 
 

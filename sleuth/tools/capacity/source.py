@@ -17,37 +17,10 @@ from pydantic import BaseModel
 from sleuth.hosts.host import HostError, read_whole
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.capacity.model import Evidence
+from sleuth.tools.capacity.quant_rules import QUANT_DIRS, quant_rules
 from sleuth.tools.results import ToolError
 
 MAX_SOURCE_BYTES = 2_000_000
-
-QUANT_FILES = {
-    "sglang": {
-        "modelopt_fp4": ("srt/layers/quantization/modelopt_quant.py", "modelopt_fp4"),
-        "modelopt_fp8": ("srt/layers/quantization/modelopt_quant.py", "modelopt_fp8"),
-        "fp8": ("srt/layers/quantization/fp8.py", "fp8"),
-        "w8a8_fp8": ("srt/layers/quantization/w8a8_fp8.py", "w8a8_fp8"),
-        "awq": ("srt/layers/quantization/awq/awq.py", "awq"),
-        "gptq": ("srt/layers/quantization/gptq/gptq.py", "gptq"),
-        "mxfp4": ("srt/layers/quantization/mxfp4.py", "mxfp4"),
-        "compressed-tensors": (
-            "srt/layers/quantization/compressed_tensors/compressed_tensors.py",
-            "compressed-tensors",
-        ),
-    },
-    "vllm": {
-        "modelopt_fp4": ("model_executor/layers/quantization/modelopt.py", "modelopt_fp4"),
-        "modelopt": ("model_executor/layers/quantization/modelopt.py", "modelopt"),
-        "fp8": ("model_executor/layers/quantization/fp8.py", "fp8"),
-        "awq": ("model_executor/layers/quantization/awq.py", "awq"),
-        "gptq": ("model_executor/layers/quantization/gptq.py", "gptq"),
-        "mxfp4": ("model_executor/layers/quantization/mxfp4.py", "mxfp4"),
-        "compressed-tensors": (
-            "model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",
-            "compressed-tensors",
-        ),
-    },
-}
 
 KV_FILES = {
     "sglang": (
@@ -100,9 +73,10 @@ def confirm(
     found = EngineSource(engine=engine, version=version, root=root)
     host = sandboxed.name
     if method is not None:
-        rel, name = QUANT_FILES[engine].get(method, (None, None))
-        lines = _read(sandboxed, posixpath.join(root, rel)) if rel and name else None
-        hit = _min_capability(lines, name) if lines and name else None
+        rule = quant_rules(engine).get(method)
+        rel = posixpath.join(QUANT_DIRS[engine], rule.file) if rule else None
+        lines = _read(sandboxed, posixpath.join(root, rel)) if rel else None
+        hit = _min_capability(lines, method) if lines else None
         if hit is None:
             found.notes.append(
                 f"no get_min_capability for {method} found in {engine}'s installed source"
