@@ -74,8 +74,8 @@ def _gpu_count(args: CapacityInput, gpus: PlannedGpus) -> Reason:
 def _weights_fit(args: CapacityInput, gpus: PlannedGpus, s: Sizing) -> Reason:
     weights = s.share.bytes_per_gpu
     cpu = s.account.device == "cpu"
-    margin_ok = cpu or weights <= s.budget * (1 - WEIGHT_MARGIN)
-    budget = f"a budget {s.account.budget_how} = {rules.gib(s.budget)}"
+    margin_ok = cpu or weights <= s.account.budget_bytes * (1 - WEIGHT_MARGIN)
+    budget = f"a budget {s.account.budget_how} = {rules.gib(s.account.budget_bytes)}"
     return Reason(
         check="weights_fit",
         ok=margin_ok,
@@ -96,7 +96,7 @@ def _kv_holds_one_request(args: CapacityInput, s: Sizing) -> Reason:
     return Reason(
         check="kv_holds_one_request",
         ok=s.max_tokens >= s.context,
-        detail=f"KV pool {rules.gib(s.kv_pool)} ÷ {s.cell.bytes_per_token} B/token = "
+        detail=f"KV pool {rules.gib(s.account.kv_pool_bytes)} ÷ {s.cell.bytes_per_token} B/token = "
         f"{s.max_tokens:,} tokens vs context {s.context:,}",
         evidence=[rule_evidence(r) for r in [*s.cell.rules, *pool]],
     )

@@ -41,7 +41,7 @@ def smallest_gpus(
             trial = args.model_copy(update={"tp": tp, "dp": 1})
             sized = size(trial, shape, summary, gpu, installed)
             per = sized.account.max_concurrency
-            weights_fit = sized.share.bytes_per_gpu < sized.budget
+            weights_fit = sized.share.bytes_per_gpu < sized.account.budget_bytes
             if per >= 1 and weights_fit:
                 replicas = -(-want // int(per))
                 found.append(Candidate(tp=tp, replicas=replicas, gpus=tp * replicas,

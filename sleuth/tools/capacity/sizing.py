@@ -51,18 +51,6 @@ class Sizing:
     concurrent: int
     single: int
 
-    @property
-    def memory(self) -> int:
-        return self.account.memory_bytes
-
-    @property
-    def budget(self) -> int:
-        return self.account.budget_bytes
-
-    @property
-    def kv_pool(self) -> int:
-        return self.account.kv_pool_bytes
-
 
 def size(
     args: CapacityInput,
