@@ -17,15 +17,10 @@ from typing import Any
 
 from sleuth.tools.capacity import rules
 from sleuth.tools.capacity.accounting import KvAccount, account
-from sleuth.tools.capacity.engine_setup import (
-    GIB,
-    MIB,
-    EngineSetup,
-    default_batch,
-    vllm_rules,
-)
+from sleuth.tools.capacity.engine_setup import EngineSetup, default_batch, vllm_rules
 from sleuth.tools.capacity.gpus import lookup
 from sleuth.tools.capacity.model import ModelShape, max_context, model_shape
+from sleuth.tools.capacity.rules import GIB, MIB
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity_reports"
 CASES = FIXTURES / "cases.json"

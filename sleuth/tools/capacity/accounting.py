@@ -15,8 +15,9 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from sleuth.tools.capacity import kv_blocks
-from sleuth.tools.capacity.engine_setup import GIB, EngineSetup
+from sleuth.tools.capacity.engine_setup import EngineSetup
 from sleuth.tools.capacity.model import ModelShape
+from sleuth.tools.capacity.rules import GIB, gib
 from sleuth.tools.capacity.terms import Term
 from sleuth.tools.capacity.vllm_profile import profile_terms
 
@@ -64,7 +65,7 @@ def account(s: EngineSetup, shape: ModelShape, weights: int) -> KvAccount:
         terms: list[Term] = []
     else:
         budget = int(s.memory_bytes * s.fraction)
-        how = f"{s.memory_bytes / GIB:.2f} GiB (CUDA total) × {s.fraction}"
+        how = f"{gib(s.memory_bytes)} (CUDA total) × {s.fraction}"
         terms = [_weights(weights, s.engine), _rotary(s, shape)]
         terms += (
             _sglang_terms(s, shape, budget - sum(t.bytes for t in terms))
@@ -133,7 +134,7 @@ def _sglang_terms(s: EngineSetup, shape: ModelShape, rest: int) -> list[Term]:
         Term(
             name="memory in use before the weights load (× fraction)",
             bytes=int(preload * s.fraction),
-            how=f"{preload / GIB:.2f} GiB CUDA context"
+            how=f"{gib(preload)} CUDA context"
             + (" and NCCL/all-reduce buffers" if s.tp > 1 else "")
             + f" × {s.fraction}",
             source=f"{SG}mem_cache/kv_cache_configurator.py:3007 slack_gb = "
@@ -162,5 +163,5 @@ def _uncertain(terms: list[Term], pool: int, token_bytes: int) -> list[str]:
         off = int(t.bytes * t.spread)
         if t.estimated and (pool <= 0 or off > UNCERTAIN_SHARE * pool):
             tokens = f", ±{off // token_bytes:,} tokens" if token_bytes else ""
-            out.append(f"{t.name}: estimated, ±{off / GIB:.2f} GiB{tokens}")
+            out.append(f"{t.name}: estimated, ±{gib(off)}{tokens}")
     return out

@@ -14,10 +14,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from sleuth.tools.capacity.quant_rules import _version
+from sleuth.tools.capacity.rules import GIB
 
 VllmRules = Literal["v0", "v1-0.19", "v1-0.32"]
-GIB = 1 << 30
-MIB = 1 << 20
 
 
 class EngineSetup(BaseModel):

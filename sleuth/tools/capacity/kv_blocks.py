@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sleuth.tools.capacity import rules
-from sleuth.tools.capacity.engine_setup import GIB, EngineSetup
+from sleuth.tools.capacity.engine_setup import EngineSetup
 from sleuth.tools.capacity.model import ModelShape
 
 
@@ -93,11 +93,11 @@ def engine_lines(s: EngineSetup, shape: ModelShape, pool: int, lay: Layout) -> l
         layers = -(-shape.full_layers // s.pp)
         if shape.mla:
             size = lay.tokens * layers * (shape.kv_lora_rank + shape.qk_rope_head_dim)
-            sizes = f"KV size: {size * s.kv_elem / GIB:.2f} GB"
+            sizes = f"KV size: {size * s.kv_elem / rules.GIB:.2f} GB"
         else:
             heads = rules.kv_heads_per_gpu(shape.kv_heads, s.tp) * layers * lay.tokens
             k, v = heads * shape.head_dim * s.kv_elem, heads * shape.v_head_dim * s.kv_elem
-            sizes = f"K size: {k / GIB:.2f} GB, V size: {v / GIB:.2f} GB"
+            sizes = f"K size: {k / rules.GIB:.2f} GB, V size: {v / rules.GIB:.2f} GB"
         return [
             f"KV Cache is allocated. #tokens: {lay.tokens}, {sizes}",
             f"max_total_num_tokens={lay.tokens}",
@@ -110,7 +110,7 @@ def engine_lines(s: EngineSetup, shape: ModelShape, pool: int, lay: Layout) -> l
     device = "CPU" if s.device == "cpu" else "GPU"
     concurrency = f"Maximum concurrency for {length} tokens per request: {lay.concurrency:.2f}x"
     tokens = f"{device} KV cache size: {lay.tokens:,} tokens"
-    out = [] if s.device == "cpu" else [f"Available KV cache memory: {pool / GIB:.2f} GiB"]
+    out = [] if s.device == "cpu" else [f"Available KV cache memory: {rules.gib(pool)}"]
     if s.rules == "v1-0.19":
         return [*out, tokens, concurrency]
     return [*out, f"{tokens}, {concurrency}"]

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from sleuth.tools.capacity import rules
 from sleuth.tools.capacity.accounting import KvAccount, account
 from sleuth.tools.capacity.engine_setup import (
-    GIB,
-    MIB,
     EngineSetup,
     default_batch,
     default_block_size,
@@ -23,6 +21,7 @@ from sleuth.tools.capacity.engine_setup import (
 from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.model import ModelShape, max_context
 from sleuth.tools.capacity.plan import CapacityInput
+from sleuth.tools.capacity.rules import GIB, MIB
 from sleuth.tools.capacity.weights import WeightShare, weights_per_gpu
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.results import ToolError

@@ -11,8 +11,9 @@ rests on; the non-torch and CUDA graph terms are measured constants, marked esti
 
 from __future__ import annotations
 
-from sleuth.tools.capacity.engine_setup import GIB, MIB, EngineSetup
+from sleuth.tools.capacity.engine_setup import EngineSetup
 from sleuth.tools.capacity.model import ModelShape
+from sleuth.tools.capacity.rules import GIB, MIB, gib
 from sleuth.tools.capacity.terms import Term
 
 V019 = "vllm 0.19.0"
@@ -43,8 +44,8 @@ def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
     peak = moe + max(forward, sampler) + CUBLAS_WORKSPACE
     which = "sampler" if sampler > forward else "forward"
     how = (
-        f"{moe_how + ' + ' if moe else ''}max(forward {forward / GIB:.2f} GiB = {f_how}"
-        + (f", sampler {sampler / GIB:.2f} GiB = {s_how}" if sampler else "")
+        f"{moe_how + ' + ' if moe else ''}max(forward {gib(forward)} = {f_how}"
+        + (f", sampler {gib(sampler)} = {s_how}" if sampler else "")
         + f") [{which}] + cuBLAS workspace 32 MiB"
     )
     source = (
@@ -97,7 +98,7 @@ def _moe_workspace(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int,
         return 0, ""
     n, k = 2 * inter // s.tp, shape.hidden_size
     elems = tokens * topk * (max(n // 2, k) + max(n, k))
-    return elems * s.act_elem, f"MoE workspace {elems * s.act_elem / GIB:.2f} GiB"
+    return elems * s.act_elem, f"MoE workspace {gib(elems * s.act_elem)}"
 
 
 def _sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
