@@ -10,7 +10,9 @@ SHOWN = ("architectures", "num_hidden_layers", "hidden_size", "num_experts", "nu
 """The config facts a summary names, in this order."""
 
 
-def _arch_report(s: Result, summary: CheckpointSummary) -> Report:
+@checkpoint_plan
+def plan_arch(s: Result, summary: CheckpointSummary) -> Report:
+    """The finding on one checkpoint: its layers, experts, hidden size and parameter count."""
     config, name, params = summary.config or {}, summary.model_dir, summary.params.logical
     parts = [f"{k.replace('_', ' ')} {config[k]}" for k in SHOWN if config.get(k)]
     if params:
@@ -26,7 +28,7 @@ def _arch_report(s: Result, summary: CheckpointSummary) -> Report:
 FAMILY = Family(
     name="arch",
     help="architecture: layers, experts, attention types and parameter count",
-    plan=checkpoint_plan(_arch_report),
+    plan=plan_arch,
     words=(
         "architecture",
         "layers",

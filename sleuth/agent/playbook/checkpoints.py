@@ -51,7 +51,8 @@ def summary_reports(
 
 
 def checkpoint_plan(report: SummaryReport) -> Callable[[Question], Plan]:
-    """The plan of a family that answers from each checkpoint's summary alone."""
+    """The plan of a family that answers from each checkpoint's summary alone: `report` on
+    each one. A decorator: `@checkpoint_plan def plan_x(s, summary) -> Report`."""
 
     def plan(q: Question) -> Plan:
         reports = yield from summary_reports(q, report)

@@ -7,7 +7,10 @@ from sleuth.agent.playbook.plan import Family, Report, Result
 from sleuth.tools.checkpoints.models import CheckpointSummary
 
 
-def _quant_report(s: Result, summary: CheckpointSummary) -> Report:
+@checkpoint_plan
+def plan_quant(s: Result, summary: CheckpointSummary) -> Report:
+    """The finding on one checkpoint: its quantisation method, group size, excluded modules
+    and tensor dtypes."""
     quant, name = summary.quantization, summary.model_dir
     method = (quant.algorithm or quant.method) if quant else None
     evidence = [(s, s.line("quantization:")), (s, s.line("tensors:", "dtypes"))]
@@ -29,7 +32,7 @@ def _quant_report(s: Result, summary: CheckpointSummary) -> Report:
 FAMILY = Family(
     name="quant",
     help="quantisation: method, algorithm, excluded modules and dtypes of a checkpoint",
-    plan=checkpoint_plan(_quant_report),
+    plan=plan_quant,
     words=(
         "quantis",
         "quantiz",
