@@ -91,25 +91,30 @@ class Brain(Protocol):
 
 
 class Observer(Protocol):
-    """Hears each step as it happens (the live view); every method must be cheap."""
+    """Hears each step as it happens (the live view); every method must be cheap. A method an
+    observer does not define does nothing, so `Quiet` is this protocol and no more."""
 
-    def turn_started(self, turn: int) -> None: ...
-    def turn_ended(self, turn: int, reply: BrainReply, cost_usd: float) -> None: ...
-    def retry(self, retry: Retry) -> None: ...
-    def tool_started(self, call_id: str, tool: str, host: str, summary: str) -> None: ...
-    def tool_ended(self, call_id: str, ok: bool, duration_s: float) -> None: ...
-    def note(self, text: str) -> None: ...
+    def turn_started(self, turn: int) -> None:
+        return None
+
+    def turn_ended(self, turn: int, reply: BrainReply, cost_usd: float) -> None:
+        return None
+
+    def retry(self, retry: Retry) -> None:
+        return None
+
+    def tool_started(self, call_id: str, tool: str, host: str, summary: str) -> None:
+        return None
+
+    def tool_ended(self, call_id: str, ok: bool, duration_s: float) -> None:
+        return None
+
+    def note(self, text: str) -> None:
+        return None
 
 
-class Quiet:
+class Quiet(Observer):
     """An Observer that shows nothing: for tests and --json runs."""
-
-    def turn_started(self, turn: int) -> None: ...
-    def turn_ended(self, turn: int, reply: BrainReply, cost_usd: float) -> None: ...
-    def retry(self, retry: Retry) -> None: ...
-    def tool_started(self, call_id: str, tool: str, host: str, summary: str) -> None: ...
-    def tool_ended(self, call_id: str, ok: bool, duration_s: float) -> None: ...
-    def note(self, text: str) -> None: ...
 
     def __enter__(self) -> Quiet:  # a context manager like the live view, so callers need
         return self  # not tell the two apart

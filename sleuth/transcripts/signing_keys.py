@@ -27,43 +27,25 @@ RSA_SIGNATURE = "rsa-sha2-512"
 
 
 class KeySigner:
-    """Signs with a key held in this process (a private key file, read unencrypted)."""
+    """Signs with an SSH key: one ssh-agent holds (`agent`: the private key never enters this
+    process), or one held here (a private key file, read unencrypted)."""
 
-    def __init__(self, key: PKey, source: str) -> None:
-        self._key, self.source = key, source
-        self.public_blob = key.asbytes()
-
-    def sign_data(self, data: bytes) -> bytes:
-        algorithm = RSA_SIGNATURE if self._key.get_name() == "ssh-rsa" else None
-        try:
-            return self._key.sign_ssh_data(data, algorithm).asbytes()
-        except (SSHException, ValueError) as exc:
-            raise SigningKeyError(f"{self.source} did not sign: {exc}") from exc
-
-    def close(self) -> None:
-        return None
-
-
-class AgentSigner:
-    """Signs through ssh-agent: the private key never enters this process."""
-
-    source = "ssh-agent"
-
-    def __init__(self, agent: Agent, key: AgentKey) -> None:
-        self._agent, self._key = agent, key
+    def __init__(self, key: PKey, source: str, agent: Agent | None = None) -> None:
+        self._key, self.source, self._agent = key, source, agent
         self.public_blob = key.asbytes()
 
     def sign_data(self, data: bytes) -> bytes:
         algorithm = RSA_SIGNATURE if self._key.get_name() == "ssh-rsa" else None
         try:
             signature = self._key.sign_ssh_data(data, algorithm)
-        except (SSHException, OSError) as exc:
-            raise SigningKeyError(f"ssh-agent did not sign: {exc}") from exc
+        except (SSHException, OSError, ValueError) as exc:
+            raise SigningKeyError(f"{self.source} did not sign: {exc}") from exc
         # paramiko types it as PKey's Message; an agent key answers with the blob's bytes.
         return signature if isinstance(signature, bytes) else signature.asbytes()
 
     def close(self) -> None:
-        self._agent.close()
+        if self._agent is not None:
+            self._agent.close()
 
 
 def describe(signer: Signer) -> str:
@@ -83,7 +65,7 @@ def find_signer(configured: str | None) -> Signer | None:
         wanted = _public_blob(Path(configured).expanduser())
         chosen = next((k for k in keys if k.asbytes() == wanted), None)
     if agent is not None and chosen is not None:
-        return AgentSigner(agent, chosen)
+        return KeySigner(chosen, "ssh-agent", agent)
     if agent is not None:
         agent.close()
     return None if configured is None else _file_signer(Path(configured).expanduser(), configured)

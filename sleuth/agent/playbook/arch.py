@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries, unread
-from sleuth.agent.playbook.plan import Family, Plan, Question, Report, Result, summary_text
+from sleuth.agent.playbook.checkpoints import checkpoint_plan
+from sleuth.agent.playbook.plan import Family, Report, Result
 from sleuth.tools.checkpoints.models import CheckpointSummary
 
 SHOWN = ("architectures", "num_hidden_layers", "hidden_size", "num_experts", "num_experts_per_tok")
 """The config facts a summary names, in this order."""
 
 
-def plan_arch(q: Question) -> Plan:
-    found = yield from summaries(q)
-    if not found:
-        return no_checkpoint(q)
-    reports = [_arch_report(s) for s in found]
-    yield reports
-    return summary_text(reports)
-
-
-def _arch_report(s: Result) -> Report:
-    summary = s.model(CheckpointSummary)
-    if summary is None:
-        return unread(s)
+@checkpoint_plan
+def plan_arch(s: Result, summary: CheckpointSummary) -> Report:
+    """The finding on one checkpoint: its layers, experts, hidden size and parameter count."""
     config, name, params = summary.config or {}, summary.model_dir, summary.params.logical
     parts = [f"{k.replace('_', ' ')} {config[k]}" for k in SHOWN if config.get(k)]
     if params:

@@ -1,11 +1,16 @@
-"""The checkpoints a question is about: named in it, else found under the host's roots."""
+"""The checkpoints a question is about (named in it, else found under the host's roots), and the
+plan of a family that answers from each one's checkpoint_summary."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
-from sleuth.agent.playbook.plan import Call, Question, Report, Result, Step
+from sleuth.agent.playbook.plan import Call, Plan, Question, Report, Result, Step, summary_text
 from sleuth.agent.playbook.sources import is_engine_path
+from sleuth.tools.checkpoints.models import CheckpointSummary
+
+SummaryReport = Callable[[Result, CheckpointSummary], Report]
+"""A family's finding on one checkpoint, from its checkpoint_summary's result and model."""
 
 
 def model_dirs(q: Question) -> Generator[Step, list[Result], list[str]]:
@@ -33,12 +38,35 @@ def model_dirs(q: Question) -> Generator[Step, list[Result], list[str]]:
     return (named or dirs)[:4]
 
 
-def summaries(q: Question) -> Generator[Step, list[Result], list[Result]]:
-    """checkpoint_summary of each checkpoint the question is about (none found: none)."""
+def summary_reports(
+    q: Question, report: SummaryReport
+) -> Generator[Step, list[Result], list[Report]]:
+    """`report` on each checkpoint the question is about, from its checkpoint_summary (one that
+    failed: `_unread`); none found: none."""
     dirs = yield from model_dirs(q)
     if not dirs:
         return []
-    return (yield [Call("checkpoint_summary", {"host": q.host, "model_dir": d}) for d in dirs])
+    found = yield [Call("checkpoint_summary", {"host": q.host, "model_dir": d}) for d in dirs]
+    return [_report_on(s, report) for s in found]
+
+
+def checkpoint_plan(report: SummaryReport) -> Callable[[Question], Plan]:
+    """The plan of a family that answers from each checkpoint's summary alone: `report` on
+    each one. A decorator: `@checkpoint_plan def plan_x(s, summary) -> Report`."""
+
+    def plan(q: Question) -> Plan:
+        reports = yield from summary_reports(q, report)
+        if not reports:
+            return no_checkpoint(q)
+        yield reports
+        return summary_text(reports)
+
+    return plan
+
+
+def _report_on(s: Result, report: SummaryReport) -> Report:
+    summary = s.model(CheckpointSummary)
+    return _unread(s) if summary is None else report(s, summary)
 
 
 def no_checkpoint(q: Question) -> str:
@@ -48,7 +76,7 @@ def no_checkpoint(q: Question) -> str:
     )
 
 
-def unread(s: Result) -> Report:
+def _unread(s: Result) -> Report:
     """The finding for a checkpoint_summary that failed: it could not be read, as the call
     said; nothing is claimed of what the checkpoint holds."""
     return Report(

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries, unread
+from sleuth.agent.playbook.checkpoints import no_checkpoint, summary_reports
 from sleuth.agent.playbook.plan import Call, Family, Plan, Question, Report, Result, summary_text
 from sleuth.agent.playbook.sources import engine_dir, engine_report
 from sleuth.tools.checkpoints.models import CheckpointSummary
 
 
 def plan_mtp(q: Question) -> Plan:
-    found = yield from summaries(q)
-    if not found:
+    reports = yield from summary_reports(q, _mtp_report)
+    if not reports:
         return no_checkpoint(q)
-    reports = [_mtp_report(s) for s in found]
     env_results = yield [Call("python_env", {"host": q.host})]
     engine = engine_dir(env_results[0], q)
     if engine:
@@ -36,10 +35,7 @@ def plan_mtp(q: Question) -> Plan:
     return summary_text(reports)
 
 
-def _mtp_report(s: Result) -> Report:
-    summary = s.model(CheckpointSummary)
-    if summary is None:
-        return unread(s)
+def _mtp_report(s: Result, summary: CheckpointSummary) -> Report:
     name = summary.model_dir
     declared, tensors = summary.mtp.declared_layers, summary.mtp.tensors
     # The checkpoint's own warning about its MTP heads, quoted as the output shows it.

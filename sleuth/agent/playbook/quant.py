@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from sleuth.agent.playbook.checkpoints import no_checkpoint, summaries, unread
-from sleuth.agent.playbook.plan import Family, Plan, Question, Report, Result, summary_text
+from sleuth.agent.playbook.checkpoints import checkpoint_plan
+from sleuth.agent.playbook.plan import Family, Report, Result
 from sleuth.tools.checkpoints.models import CheckpointSummary
 
 
-def plan_quant(q: Question) -> Plan:
-    found = yield from summaries(q)
-    if not found:
-        return no_checkpoint(q)
-    reports = [_quant_report(s) for s in found]
-    yield reports
-    return summary_text(reports)
-
-
-def _quant_report(s: Result) -> Report:
-    summary = s.model(CheckpointSummary)
-    if summary is None:
-        return unread(s)
+@checkpoint_plan
+def plan_quant(s: Result, summary: CheckpointSummary) -> Report:
+    """The finding on one checkpoint: its quantisation method, group size, excluded modules
+    and tensor dtypes."""
     quant, name = summary.quantization, summary.model_dir
     method = (quant.algorithm or quant.method) if quant else None
     evidence = [(s, s.line("quantization:")), (s, s.line("tensors:", "dtypes"))]

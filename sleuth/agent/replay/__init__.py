@@ -8,4 +8,5 @@
 - `calls_only`: a session without model turns (`sleuth tool`, `sleuth mcp`) replays its
   recorded calls in order.
 - `compare`: divergence, drift, diffs and the quote recheck; the `ReplayResult` verdict.
+- `result`: the `ReplayResult` both replays end with, their run held against the recording.
 """

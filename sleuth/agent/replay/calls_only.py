@@ -21,17 +21,11 @@ import time
 from sleuth.agent.calls import Call, CallPipeline, live_consent
 from sleuth.agent.findings import REPORT_FINDING
 from sleuth.agent.fleet.view import FleetView
-from sleuth.agent.replay.compare import (
-    Diverged,
-    Divergence,
-    ReplayResult,
-    ending_divergence,
-    recheck_findings,
-    report_changed,
-)
+from sleuth.agent.replay.compare import Diverged, Divergence, ReplayResult, report_changed
 from sleuth.agent.replay.cursor import Cursor, fleet_parts
 from sleuth.agent.replay.executors import LiveTools, RecordedConsent, RecordedTools
 from sleuth.agent.replay.recorded import Recorded
+from sleuth.agent.replay.result import replay_result
 from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import Event
 
@@ -80,22 +74,13 @@ def replay_calls(
     except Diverged as stop:
         divergence = stop.divergence
     pipeline.keep_unmended()
-    status = recording.status or "interrupted"
-    if divergence is None and live is None:
-        divergence = ending_divergence(recording, status, pipeline.findings)
-    return ReplayResult(
-        transcript=str(recorded.path),
-        mode="offline" if live is None else "live",
-        status=status,
-        recorded_status=recording.status,
-        turns=0,
-        recorded_turns=0,
+    return replay_result(
+        recorded,
+        live,
+        pipeline.grounder,
+        status=recording.status or "interrupted",
         findings=pipeline.findings,
-        recorded_findings=recording.findings,
         divergence=divergence,
-        calls=live.report() if live else [],
-        finding_drift=recheck_findings(recording.findings, live.today(pipeline.grounder))
-        if live
-        else [],
+        turns=0,
         wall_s=time.monotonic() - began,
     )

@@ -36,17 +36,11 @@ from sleuth.agent.loop import Investigation
 from sleuth.agent.protocols import Brain
 from sleuth.agent.replay.brains import CheckedBrain, ReplayBrain
 from sleuth.agent.replay.calls_only import has_no_turns, replay_calls
-from sleuth.agent.replay.compare import (
-    Diverged,
-    Divergence,
-    ReplayResult,
-    ending_divergence,
-    prompt_drift,
-    recheck_findings,
-)
+from sleuth.agent.replay.compare import Diverged, Divergence, ReplayResult, prompt_drift
 from sleuth.agent.replay.cursor import Cursor
 from sleuth.agent.replay.executors import LiveTools, MemoryWriter, RecordedConsent, RecordedTools
 from sleuth.agent.replay.recorded import Recorded, replayable
+from sleuth.agent.replay.result import replay_result
 from sleuth.config import Budget, Settings
 from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import Event, SessionStatus, Totals
@@ -96,24 +90,16 @@ def replay(
     except Diverged as stop:
         divergence = stop.divergence
         status, findings, totals = "error", inv.findings, inv.meter.snapshot()
-    if divergence is None and live is None:
-        divergence = ending_divergence(recording, status, findings)
-    return ReplayResult(
-        transcript=str(recorded.path),
-        mode="offline" if live is None else "live",
+    return replay_result(
+        recorded,
+        live,
+        inv.grounder,
         status=status,
-        recorded_status=recording.status,
-        turns=totals.turns,
-        recorded_turns=len(recording.turns),
         findings=findings,
-        recorded_findings=recording.findings,
         divergence=divergence,
-        calls=live.report() if live else [],
-        finding_drift=recheck_findings(recording.findings, live.today(inv.grounder))
-        if live
-        else [],
-        prompt_drift=prompt_drift(recording.start),
+        turns=totals.turns,
         wall_s=totals.wall_s,
+        prompt_drift=prompt_drift(recording.start),
     )
 
 

@@ -4,7 +4,8 @@
     page = render(events, "html")        # one self-contained file
     console.print(render_rich(events))   # the terminal form (render.text)
 
-Every format walks the same `Story` (render.story), built once from the events, so they
+Every format tells the same `Story` (render.story), built once from the events, through the
+one walk over its steps (render.steps) and the phrases they share (render.phrases), so they
 agree on what is shown: the verdicts and the summary first, then the turns. Long outputs
 are folded; evidence links to the call it quotes. A transcript that failed verification is
 rendered under a "NOT VERIFIED" banner in every format. One module per format: text (rich),

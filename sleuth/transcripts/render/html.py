@@ -5,37 +5,13 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from sleuth.transcripts.events import (
-    ApprovalEvent,
-    BudgetNotice,
-    ErrorEvent,
-    Event,
-    Evidence,
-    FindingEvent,
-    ModelTurn,
-    SessionStarted,
-    ToolExecuted,
-)
+from sleuth.transcripts.events import Event, Evidence, Finding, ToolExecuted
+from sleuth.transcripts.render import phrases
 from sleuth.transcripts.render.fleet import COLUMNS, fleet_of, fleet_rows, hosts_note, summary
-from sleuth.transcripts.render.story import (
-    Story,
-    anchor,
-    build_story,
-    call_label,
-    call_status,
-    command_lines,
-    evidence_head,
-    evidence_note,
-    findings_of,
-    grounded_mark,
-    is_long,
-    reasoning,
-    segment_line,
-    session_line,
-    totals_line,
-    unsupported_answer,
-)
+from sleuth.transcripts.render.steps import tell
+from sleuth.transcripts.render.story import Story, build_story
 
 _CSS = """
 body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
@@ -81,7 +57,7 @@ def _html_fleet(story: Story, call: ToolExecuted) -> str | None:
     )
     parts = story.parts.get(call.call_id, [])
     raw = "".join(
-        f"<p><b>{_e(p.host)}</b> · {_e(call_status(p))}</p><pre>{_e(p.result.output)}</pre>"
+        f"<p><b>{_e(p.host)}</b> · {_e(phrases.call_status(p))}</p><pre>{_e(p.result.output)}</pre>"
         for p in parts
     )
     return (
@@ -91,79 +67,78 @@ def _html_fleet(story: Story, call: ToolExecuted) -> str | None:
     )
 
 
-def _html_call(story: Story, call: ToolExecuted) -> str:
-    cls = "ok" if call.result.ok and call.result.exit_code in (None, 0) else "bad"
-    result = call.result
-    cut = f" · {result.bytes_cut} bytes cut" if result.bytes_cut else ""
-    parts = [
-        f'<div class="call" id="{anchor(call.call_id)}">',
-        f'<div class="call-head"><b>{_e(call.tool)}</b>'
-        + (f" on <code>{_e(call.host)}</code>" if call.host else "")
-        + f' · <span class="{cls}">{_e(call_status(call))}</span> · {result.duration_s:.2f} s{cut}'
-        f" · call <code>{_e(call.call_id)}</code></div>",
-        f"<pre>{_e(json.dumps(call.input, ensure_ascii=False))}</pre>",
-    ]
-    if call.result.argv:
-        parts.append(f"<pre>$ {_e(chr(10).join(command_lines(call)))}</pre>")
-    output = call.result.output or "(no output)"
-    fleet = _html_fleet(story, call)
-    if fleet is not None:
-        parts.append(fleet)
-    elif is_long(output):
-        count = output.count("\n") + 1
-        parts.append(
-            f"<details><summary>output ({count} lines)</summary><pre>{_e(output)}</pre></details>"
-        )
-    else:
-        parts.append(f"<pre>{_e(output)}</pre>")
-    return "\n".join([*parts, "</div>"])
+@dataclass(frozen=True)
+class _Html:
+    """HTML's telling of each step, as one fragment."""
 
+    story: Story
 
-def _html_finding(story: Story, event: FindingEvent) -> str:
-    f = event.finding
-    mark_cls = "ok" if f.grounded else "warn"
-    items = []
-    for ev in f.evidence:
-        ev_cls = "ok" if ev.grounded else "warn"
-        items.append(
-            f'<li><a href="#{anchor(ev.call_id)}">{_e(call_label(story, ev.call_id))}</a>'
-            f' {_e(hosts_note(ev))}<span class="{ev_cls}">{_e(evidence_head(ev))}</span>'
-            f"<pre>{_e(ev.shown)}</pre>{_note(ev)}</li>"
-        )
-    steps = "".join(f"<li>{_e(step)}</li>" for step in f.next_steps)
-    return (
-        f'<div class="finding"><h3>{_e(f.claim)}</h3>'
-        f"<p>{_verdict_badge(f.verdict)} confidence {f.confidence:.2f} · "
-        f'<span class="{mark_cls}">{_e(grounded_mark(f.grounded))}</span></p>'
-        f"<ul>{''.join(items)}</ul>"
-        + (f"<p>Next steps:</p><ul>{steps}</ul>" if steps else "")
-        + "</div>"
-    )
-
-
-def _html_step(story: Story, step: Event) -> str:
-    if isinstance(step, ModelTurn):
-        text = reasoning(step)
+    def turn(self, number: int, text: str) -> str:
         body = "".join(f"<p>{_e(p)}</p>" for p in text.split("\n\n")) if text else ""
-        return f"<h2>Turn {step.turn}</h2>{body or '<p class=meta>(tool calls only)</p>'}"
-    if isinstance(step, ToolExecuted):
-        return _html_call(story, step)
-    if isinstance(step, FindingEvent):
-        return _html_finding(story, step)
-    if isinstance(step, ApprovalEvent):
-        verdict = "approved" if step.approved else "denied"
-        why = f": {step.reason}" if step.reason else ""
+        return f"<h2>Turn {number}</h2>{body or '<p class=meta>(tool calls only)</p>'}"
+
+    def call(self, call: ToolExecuted) -> str:
+        cls = "ok" if call.result.ok and call.result.exit_code in (None, 0) else "bad"
+        result = call.result
+        cut = f" · {result.bytes_cut} bytes cut" if result.bytes_cut else ""
+        status = _e(phrases.call_status(call))
+        parts = [
+            f'<div class="call" id="{phrases.anchor(call.call_id)}">',
+            f'<div class="call-head"><b>{_e(call.tool)}</b>'
+            + (f" on <code>{_e(call.host)}</code>" if call.host else "")
+            + f' · <span class="{cls}">{status}</span> · {result.duration_s:.2f} s{cut}'
+            f" · call <code>{_e(call.call_id)}</code></div>",
+            f"<pre>{_e(json.dumps(call.input, ensure_ascii=False))}</pre>",
+        ]
+        if call.result.argv:
+            parts.append(f"<pre>$ {_e(chr(10).join(phrases.command_lines(call)))}</pre>")
+        output = call.result.output or "(no output)"
+        fleet = _html_fleet(self.story, call)
+        if fleet is not None:
+            parts.append(fleet)
+        elif phrases.is_long(output):
+            count = output.count("\n") + 1
+            parts.append(
+                f"<details><summary>output ({count} lines)</summary><pre>{_e(output)}</pre>"
+                "</details>"
+            )
+        else:
+            parts.append(f"<pre>{_e(output)}</pre>")
+        return "\n".join([*parts, "</div>"])
+
+    def finding(self, f: Finding) -> str:
+        mark_cls = "ok" if f.grounded else "warn"
+        items = []
+        for ev in f.evidence:
+            ev_cls = "ok" if ev.grounded else "warn"
+            items.append(
+                f'<li><a href="#{phrases.anchor(ev.call_id)}">'
+                f"{_e(self.story.call_label(ev.call_id))}</a>"
+                f' {_e(hosts_note(ev))}<span class="{ev_cls}">'
+                f"{_e(phrases.evidence_head(ev))}</span>"
+                f"<pre>{_e(ev.shown)}</pre>{_note(ev)}</li>"
+            )
+        steps = "".join(f"<li>{_e(step)}</li>" for step in f.next_steps)
         return (
-            f'<p class="meta">Approval: {_e(step.tool)} on <code>{_e(step.host)}</code> '
-            f"{verdict} by {_e(step.by)}{_e(why)}</p>"
+            f'<div class="finding"><h3>{_e(f.claim)}</h3>'
+            f"<p>{_verdict_badge(f.verdict)} confidence {f.confidence:.2f} · "
+            f'<span class="{mark_cls}">{_e(phrases.grounded_mark(f.grounded))}</span></p>'
+            f"<ul>{''.join(items)}</ul>"
+            + (f"<p>Next steps:</p><ul>{steps}</ul>" if steps else "")
+            + "</div>"
         )
-    if isinstance(step, ErrorEvent):
-        return f'<p class="bad">Error ({_e(step.where)}): {_e(step.message)}</p>'
-    if isinstance(step, BudgetNotice):
-        return f'<p class="warn">Budget spent: {_e(step.reason)}; the next turn was the last.</p>'
-    if isinstance(step, SessionStarted):
-        return f'<p class="segment">{_e(segment_line(step, story.segment(step)))}</p>'
-    return ""
+
+    def approval(self, tool: str, host: str, outcome: str) -> str:
+        return f'<p class="meta">Approval: {_e(tool)} on <code>{_e(host)}</code> {_e(outcome)}</p>'
+
+    def error(self, where: str, message: str) -> str:
+        return f'<p class="bad">Error ({_e(where)}): {_e(message)}</p>'
+
+    def budget(self, reason: str) -> str:
+        return f'<p class="warn">Budget spent: {_e(reason)}; the next turn was the last.</p>'
+
+    def segment(self, line: str) -> str:
+        return f'<p class="segment">{_e(line)}</p>'
 
 
 def _verdict_badge(verdict: str) -> str:
@@ -172,20 +147,20 @@ def _verdict_badge(verdict: str) -> str:
 
 def _html_verdicts(story: Story) -> str:
     items = [
-        f"<li>{_verdict_badge(e.finding.verdict)}{_e(e.finding.claim)} "
-        f'<span class="{"ok" if e.finding.grounded else "warn"}">'
-        f"({_e(grounded_mark(e.finding.grounded))})</span></li>"
-        for e in findings_of(story)
+        f"<li>{_verdict_badge(f.verdict)}{_e(f.claim)} "
+        f'<span class="{"ok" if f.grounded else "warn"}">'
+        f"({_e(phrases.grounded_mark(f.grounded))})</span></li>"
+        for f in story.findings()
     ]
     listed = (
         f'<ul class="verdicts">{"".join(items)}</ul>'
         if items
         else ("<p>No findings were reported.</p>")
     )
-    answer = unsupported_answer(story)
+    answer = story.unsupported_answer()
     shown = f'<p class="warn">{_e(answer)}</p>' if answer else ""
     return (
-        f'<h2>Verdicts</h2>{listed}<h2>Summary</h2><p class="meta">{_e(totals_line(story))}</p>'
+        f'<h2>Verdicts</h2>{listed}<h2>Summary</h2><p class="meta">{_e(story.totals_line())}</p>'
         f"{shown}"
     )
 
@@ -199,8 +174,11 @@ def render_html(events: Sequence[Event], banner: str | None = None) -> str:
     if story.started is not None:
         s = story.started
         title = s.question[:80]
-        head += f'<p class="question">{_e(s.question)}</p><p class="meta">{_e(session_line(s))}</p>'
-    body = "\n".join(_html_step(story, step) for step in story.steps)
+        head += (
+            f'<p class="question">{_e(s.question)}</p>'
+            f'<p class="meta">{_e(phrases.session_line(s))}</p>'
+        )
+    body = "\n".join(told or "" for told in tell(story, _Html(story)))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
@@ -210,5 +188,5 @@ def render_html(events: Sequence[Event], banner: str | None = None) -> str:
 
 
 def _note(ev: Evidence) -> str:
-    note = evidence_note(ev)
+    note = phrases.evidence_note(ev)
     return f'<p class="note">{_e(note)}</p>' if note else ""

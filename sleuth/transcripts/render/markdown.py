@@ -5,37 +5,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from sleuth.transcripts.events import (
-    ApprovalEvent,
-    BudgetNotice,
-    ErrorEvent,
-    Event,
-    FindingEvent,
-    ModelTurn,
-    SessionStarted,
-    ToolExecuted,
-)
+from sleuth.transcripts.events import Event, Finding, ToolExecuted
+from sleuth.transcripts.render import phrases
 from sleuth.transcripts.render.fleet import COLUMNS, fleet_of, fleet_rows, hosts_note, summary
-from sleuth.transcripts.render.story import (
-    Story,
-    anchor,
-    build_story,
-    call_label,
-    call_status,
-    command_lines,
-    evidence_head,
-    evidence_note,
-    findings_of,
-    grounded_mark,
-    is_long,
-    reasoning,
-    segment_line,
-    session_line,
-    tool_where,
-    totals_line,
-    unsupported_answer,
-)
+from sleuth.transcripts.render.steps import tell
+from sleuth.transcripts.render.story import Story, build_story
 
 
 def _fence(text: str, info: str = "") -> str:
@@ -58,69 +34,68 @@ def _md_fleet(story: Story, call: ToolExecuted) -> list[str] | None:
     return ["", *rows, "", summary(fleet, len(story.parts.get(call.call_id, [])))]
 
 
-def _md_call(story: Story, call: ToolExecuted) -> list[str]:
-    lines = [
-        f'<a id="{anchor(call.call_id)}"></a>',
-        f"**Call `{call.call_id}`: {tool_where(call)}** · {call_status(call)}"
-        f" · {call.result.duration_s:.2f} s"
-        + (f" · {call.result.bytes_cut} bytes cut" if call.result.bytes_cut else ""),
-        "",
-        _fence(json.dumps(call.input, ensure_ascii=False), "json"),
-    ]
-    if call.result.argv:
-        lines += ["", "Ran:", "", _fence("\n".join(command_lines(call)), "sh")]
-    output = call.result.output or "(no output)"
-    fleet = _md_fleet(story, call)
-    if fleet is not None:
-        lines += fleet
-    elif is_long(output):
-        count = output.count("\n") + 1
-        lines += ["", f"<details><summary>output ({count} lines)</summary>", ""]
-        lines += [_fence(output), "", "</details>"]
-    else:
-        lines += ["", _fence(output)]
-    return [*lines, ""]
+@dataclass(frozen=True)
+class _Markdown:
+    """Markdown's telling of each step, as lines."""
 
+    story: Story
 
-def _md_finding(story: Story, event: FindingEvent) -> list[str]:
-    f = event.finding
-    lines = [
-        f"### Finding: {f.claim}",
-        "",
-        f"**{f.verdict}** · confidence {f.confidence:.2f} · {grounded_mark(f.grounded)}",
-        "",
-    ]
-    for ev in f.evidence:
-        link = f"[{call_label(story, ev.call_id)}](#{anchor(ev.call_id)})"
-        lines.append(f"- {link} {hosts_note(ev)}({evidence_head(ev)}):")
-        lines += ["", "  " + _fence(ev.shown).replace("\n", "\n  "), ""]
-        note = evidence_note(ev)
-        if note:
-            lines += [f"  {note}", ""]
-    if f.next_steps:
-        lines += ["Next steps:", "", *(f"- {step}" for step in f.next_steps), ""]
-    return lines
+    def turn(self, number: int, text: str) -> list[str]:
+        return [f"## Turn {number}", "", text or "_(no text; tool calls only)_", ""]
 
+    def call(self, call: ToolExecuted) -> list[str]:
+        lines = [
+            f'<a id="{phrases.anchor(call.call_id)}"></a>',
+            f"**Call `{call.call_id}`: {phrases.tool_where(call)}** · {phrases.call_status(call)}"
+            f" · {call.result.duration_s:.2f} s"
+            + (f" · {call.result.bytes_cut} bytes cut" if call.result.bytes_cut else ""),
+            "",
+            _fence(json.dumps(call.input, ensure_ascii=False), "json"),
+        ]
+        if call.result.argv:
+            lines += ["", "Ran:", "", _fence("\n".join(phrases.command_lines(call)), "sh")]
+        output = call.result.output or "(no output)"
+        fleet = _md_fleet(self.story, call)
+        if fleet is not None:
+            lines += fleet
+        elif phrases.is_long(output):
+            count = output.count("\n") + 1
+            lines += ["", f"<details><summary>output ({count} lines)</summary>", ""]
+            lines += [_fence(output), "", "</details>"]
+        else:
+            lines += ["", _fence(output)]
+        return [*lines, ""]
 
-def _md_step(story: Story, step: Event) -> list[str]:
-    if isinstance(step, ModelTurn):
-        text = reasoning(step) or "_(no text; tool calls only)_"
-        return [f"## Turn {step.turn}", "", text, ""]
-    if isinstance(step, ToolExecuted):
-        return _md_call(story, step)
-    if isinstance(step, FindingEvent):
-        return _md_finding(story, step)
-    if isinstance(step, ApprovalEvent):
-        verdict = "approved" if step.approved else "denied"
-        why = f": {step.reason}" if step.reason else ""
-        return [f"> Approval: {step.tool} on `{step.host}` {verdict} by {step.by}{why}", ""]
-    if isinstance(step, ErrorEvent):
-        return [f"> **Error** ({step.where}): {step.message}", ""]
-    if isinstance(step, BudgetNotice):
-        return [f"> **Budget spent:** {step.reason}; the next turn was the last.", ""]
-    if isinstance(step, SessionStarted):
-        return [f"> **{segment_line(step, story.segment(step))}**", ""]
-    return []
+    def finding(self, f: Finding) -> list[str]:
+        lines = [
+            f"### Finding: {f.claim}",
+            "",
+            f"**{f.verdict}** · confidence {f.confidence:.2f} · "
+            + phrases.grounded_mark(f.grounded),
+            "",
+        ]
+        for ev in f.evidence:
+            link = f"[{self.story.call_label(ev.call_id)}](#{phrases.anchor(ev.call_id)})"
+            lines.append(f"- {link} {hosts_note(ev)}({phrases.evidence_head(ev)}):")
+            lines += ["", "  " + _fence(ev.shown).replace("\n", "\n  "), ""]
+            note = phrases.evidence_note(ev)
+            if note:
+                lines += [f"  {note}", ""]
+        if f.next_steps:
+            lines += ["Next steps:", "", *(f"- {step}" for step in f.next_steps), ""]
+        return lines
+
+    def approval(self, tool: str, host: str, outcome: str) -> list[str]:
+        return [f"> Approval: {tool} on `{host}` {outcome}", ""]
+
+    def error(self, where: str, message: str) -> list[str]:
+        return [f"> **Error** ({where}): {message}", ""]
+
+    def budget(self, reason: str) -> list[str]:
+        return [f"> **Budget spent:** {reason}; the next turn was the last.", ""]
+
+    def segment(self, line: str) -> list[str]:
+        return [f"> **{line}**", ""]
 
 
 def render_markdown(events: Sequence[Event], banner: str | None = None) -> str:
@@ -130,15 +105,15 @@ def render_markdown(events: Sequence[Event], banner: str | None = None) -> str:
     if story.started is not None:
         s = story.started
         out += [f"**Question:** {s.question}", ""]
-        out += [session_line(s), ""]
+        out += [phrases.session_line(s), ""]
     verdicts = [
-        f"- **{f.verdict.upper()}** {f.claim} ({grounded_mark(f.grounded)})"
-        for f in (e.finding for e in findings_of(story))
+        f"- **{f.verdict.upper()}** {f.claim} ({phrases.grounded_mark(f.grounded)})"
+        for f in story.findings()
     ]
     out += ["## Verdicts", "", *(verdicts or ["No findings were reported."]), ""]
-    out += ["## Summary", "", totals_line(story), ""]
-    if answer := unsupported_answer(story):
+    out += ["## Summary", "", story.totals_line(), ""]
+    if answer := story.unsupported_answer():
         out += [answer, ""]
-    for step in story.steps:
-        out += _md_step(story, step)
+    for told in tell(story, _Markdown(story)):
+        out += told or []
     return "\n".join(out)
