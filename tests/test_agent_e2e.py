@@ -73,7 +73,10 @@ def test_a_scripted_model_reads_a_remote_host_and_reports_a_grounded_finding(
     assert {"sleuth", "anthropic", "paramiko", "pydantic"} <= set(started.versions)
     executed = {e.call_id: e for e in events if isinstance(e, ToolExecuted)}
     assert executed["toolu_src"].host == "remote"
-    assert executed["toolu_src"].result.argv[0][:2] == ["sh", "-c"]  # read_lines' cut | sed
+    # read_lines ran as the host program's request, on the resolved path, in either call mode.
+    (argv,) = executed["toolu_src"].result.argv
+    assert argv[:2] == ["sleuth-program", "read_lines"]
+    assert argv[2] == str(workspace / "src" / "model.py")
     tool_result = api.bodies()[1]["messages"][-1]["content"][1]
     assert "class DeepseekV3ForCausalLMNextN" in tool_result["content"]
 
