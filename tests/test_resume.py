@@ -153,11 +153,15 @@ def _kill_when(path_glob: Path, proc: subprocess.Popen[str], ready: Any) -> Path
 def test_resume_twice_after_two_kills_keeps_every_completed_turn(
     project: Path, workspace: Path, sshd: Any
 ) -> None:
-    # Kill 1: mid-turn. One call of turn 1 is recorded; the other blocks reading a FIFO.
-    os.mkfifo(workspace / "pipe")
+    # Kill 1: mid-turn. One call of turn 1 is recorded; the other blocks in an interpreter
+    # that never answers (the host program refuses to read a FIFO, so a pipe cannot block).
+    stuck = workspace / "stuck" / "python3"
+    stuck.parent.mkdir()
+    stuck.write_text("#!/bin/sh\nexec sleep 120\n")
+    stuck.chmod(0o755)
     blocked = message(
         tool_use("toolu_cfg", "read_json", host="gpu", path="config.json"),
-        tool_use("toolu_pipe", "read_lines", host="gpu", path="pipe"),
+        tool_use("toolu_stuck", "python_env", host="gpu", python=str(stuck)),
     )
     with ScriptedAPI([blocked]) as api:
         proc = sleuth(
