@@ -44,11 +44,12 @@ from sleuth.cli.common import (
     settings_or_exit,
     telemetry,
 )
+from sleuth.cli.host_context import open_selection
 from sleuth.cli.sealing import NoSign, say_warnings, seal_for
 from sleuth.cli.servers_cmd import launched_by_run, print_left_running
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.outputs import AskOutput
-from sleuth.tools.context import ToolContext, build_context
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.seal import Seal
 
 EXIT_FOR_STATUS = {
@@ -165,17 +166,12 @@ def ask(
         price = price_or_refuse(brain.model, settings)
         if isinstance(brain, OpenAIBrain):
             brain.probe()  # the first request: after every check that needs none
-        ctx = build_context(
-            chosen.settings,
-            chosen.names,
-            approver=approver(yes, interactive, pause),
-            accept_new_host_key=accept_new_host_key,
-            groups=chosen.groups,
-        )
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     except BrainError as exc:
         fail(str(exc), EXIT_USAGE if exc.kind == "usage" else EXIT_ERROR)
+    approve = approver(yes, interactive, pause)
+    ctx = open_selection(chosen, approver=approve, accept_new_host_key=accept_new_host_key)
     note = untracked_cost_note(brain.model, price)
     if not as_json:
         err_console.print(describe_brain(brain), markup=False, highlight=False)

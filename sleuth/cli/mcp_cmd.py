@@ -26,8 +26,9 @@ from sleuth.cli.common import (
     settings_or_exit,
     telemetry,
 )
+from sleuth.cli.host_context import open_selection
 from sleuth.cli.sealing import NoSign, seal_for
-from sleuth.config import ConfigError, Settings
+from sleuth.config import Settings
 from sleuth.mcp.transport import (
     TOKEN_ENV,
     BindError,
@@ -37,7 +38,7 @@ from sleuth.mcp.transport import (
     serve_http,
     serve_stdio,
 )
-from sleuth.tools.context import ToolContext, build_context
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.seal import Seal
 
 
@@ -101,14 +102,8 @@ def mcp(
     settings = settings_or_exit(config)
     export = telemetry(otlp_endpoint, otel_content, send_each_session=True)
     token = os.environ.get(TOKEN_ENV) or None
-    bind: tuple[str, int] | None = None
-    try:
-        if http is not None:
-            bind = parse_bind(http)
-            check_bind(bind[0], allow_remote, token)
-        ctx = _context(settings, hosts, fleet, fleet_concurrency, accept_new_host_key)
-    except (BindError, ConfigError) as exc:
-        fail(str(exc), EXIT_USAGE)
+    bind = None if http is None else _bind(http, allow_remote, token)
+    ctx = _context(settings, hosts, fleet, fleet_concurrency, accept_new_host_key)
     sealed = seal_for(settings, no_sign, quiet=False)  # says which key signs, on stderr
     state = ServeState(
         ctx,
@@ -131,6 +126,16 @@ def mcp(
             ctx.close()
 
 
+def _bind(http: str, allow_remote: bool, token: str | None) -> tuple[str, int]:
+    """--http's address, refused (exit 2) beyond loopback unless allowed and a token is set."""
+    try:
+        bind = parse_bind(http)
+        check_bind(bind[0], allow_remote, token)
+    except BindError as exc:
+        fail(str(exc), EXIT_USAGE)
+    return bind
+
+
 def _context(
     settings: Settings,
     hosts: list[str] | None,
@@ -142,9 +147,7 @@ def _context(
     given = bool(hosts or fleet)
     names = hosts if given else list(settings.hosts)
     chosen = select_or_exit(settings, names, fleet if given else list(settings.groups), concurrency)
-    return build_context(
-        chosen.settings, chosen.names, accept_new_host_key=accept_new_host_key, groups=chosen.groups
-    )
+    return open_selection(chosen, accept_new_host_key=accept_new_host_key)
 
 
 def _say(text: str) -> None:

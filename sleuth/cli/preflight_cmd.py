@@ -3,30 +3,30 @@ with launch_server's own options; the call is recorded as a transcript."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import typer
 from rich.markup import escape
 
-from sleuth.agent.session import run_cli_call
 from sleuth.cli.common import (
+    DEFAULT_TRANSCRIPTS,
     EXIT_ERROR,
     EXIT_USAGE,
-    ConfigOption,
-    JsonOption,
+    AcceptNewHostKey,
+    ConfigPath,
+    HostName,
+    JsonFlag,
+    TranscriptsDir,
     console,
-    err_console,
     fail,
     print_json,
     settings_or_exit,
 )
-from sleuth.cli.sealing import NoSign, say_warnings, seal_for
-from sleuth.config import ConfigError
+from sleuth.cli.host_context import open_context, person_call
+from sleuth.cli.sealing import NoSign, seal_for
+from sleuth.config import LOCAL
 from sleuth.errors import ErrorKind
 from sleuth.outputs import PreflightOutput
-from sleuth.tools.context import build_context
-from sleuth.transcripts.store import TranscriptError
 
 
 def register(app: typer.Typer) -> None:
@@ -39,21 +39,17 @@ def preflight(
     extra_args: list[str] = typer.Argument(
         None, help="Engine arguments after --, as launch_server's extra_args."
     ),
-    host: str = typer.Option("local", "--host", "-H", help="Host to check (from sleuth.toml)."),
+    host: HostName = LOCAL,
     port: int = typer.Option(30000, "--port", help="The port the server would listen on."),
     tp: int | None = typer.Option(None, "--tp", help="Tensor-parallel size."),
     quantization: str | None = typer.Option(None, "--quantization", help="Engine's method."),
     python: str | None = typer.Option(None, "--python", help="The engine environment's python."),
     env: list[str] = typer.Option([], "--env", help="NAME=VALUE for the server, repeatable."),
-    accept_new_host_key: bool = typer.Option(
-        False, "--accept-new-host-key", help="Trust and store an unknown SSH host key."
-    ),
-    transcripts: Path = typer.Option(
-        Path("transcripts"), "--transcripts", help="Folder the call's transcript is written to."
-    ),
+    accept_new_host_key: AcceptNewHostKey = False,
+    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     no_sign: NoSign = False,
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
     """Check, without launching, whether launch_server with these options would fail: the
     engine and its entry point, the port, GPUs against dtype and quantisation, the driver,
@@ -75,18 +71,8 @@ def preflight(
     settings = settings_or_exit(config)
     # Signed and entered in the ledger as `sleuth tool`'s one-call transcript is.
     seal = seal_for(settings, no_sign, quiet=True)
-    try:
-        ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
-    try:
-        with err_console.status(f"preflight on {host}", spinner="dots"):
-            result, transcript = run_cli_call(transcripts, ctx, "preflight", inputs, seal=seal)
-    except TranscriptError as exc:
-        fail(str(exc))
-    finally:
-        ctx.close()
-    say_warnings(seal.warnings)
+    ctx = open_context(settings, [host], accept_new_host_key=accept_new_host_key)
+    result, transcript = person_call(ctx, "preflight", inputs, transcripts, seal)
     if as_json:
         print_json(PreflightOutput(**result.model_dump(), transcript=str(transcript)))
     elif result.ok:

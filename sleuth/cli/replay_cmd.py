@@ -41,10 +41,11 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
+from sleuth.cli.host_context import open_context
 from sleuth.cli.sealing import NoSign, say_warnings, seal_for
-from sleuth.config import LOCAL, ConfigError, Settings, ToolChoice
+from sleuth.config import LOCAL, Settings, ToolChoice
 from sleuth.outputs import ReplayOutput
-from sleuth.tools.context import ToolContext, build_context
+from sleuth.tools.context import ToolContext
 from sleuth.transcripts.store import TranscriptError
 
 # The flags of `resume` that win over what session_started recorded.
@@ -79,12 +80,9 @@ def _context(
 ) -> ToolContext:
     """Today's hosts, by the names the recording used."""
     names = [h.name for h in recorded.recording.start.hosts if h.name != LOCAL]
-    try:
-        return build_context(
-            settings, names, approver=approver(yes, interactive, pause), accept_new_host_key=accept
-        )
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
+    return open_context(
+        settings, names, approver=approver(yes, interactive, pause), accept_new_host_key=accept
+    )
 
 
 def replay_cmd(

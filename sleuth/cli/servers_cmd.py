@@ -13,7 +13,6 @@ from rich.table import Table
 from sleuth.agent.calls import execute
 from sleuth.cli.common import (
     EXIT_ERROR,
-    EXIT_USAGE,
     AcceptNewHostKey,
     ConfigPath,
     HostName,
@@ -24,8 +23,9 @@ from sleuth.cli.common import (
     print_json,
     settings_or_exit,
 )
-from sleuth.config import LOCAL, ConfigError
-from sleuth.tools.context import ToolContext, build_context
+from sleuth.cli.host_context import open_context
+from sleuth.config import LOCAL
+from sleuth.tools.context import ToolContext
 from sleuth.tools.serving.stop import stop_command
 
 
@@ -44,10 +44,7 @@ def servers(
     Example: sleuth servers --host gpu1
     """
     settings = settings_or_exit(config)
-    try:
-        ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
+    ctx = open_context(settings, [host], accept_new_host_key=accept_new_host_key)
     try:
         result = execute(ctx, "server_status", {"host": host})
     finally:

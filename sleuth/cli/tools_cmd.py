@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -11,7 +12,6 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from sleuth.agent.session import run_cli_call
 from sleuth.cli.common import (
     DEFAULT_TRANSCRIPTS,
     EXIT_ERROR,
@@ -35,7 +35,8 @@ from sleuth.cli.common import (
     settings_or_exit,
     telemetry,
 )
-from sleuth.cli.sealing import NoSign, say_warnings, seal_for
+from sleuth.cli.host_context import open_selection, person_call
+from sleuth.cli.sealing import NoSign, seal_for
 from sleuth.config import LOCAL, ConfigError, Settings
 from sleuth.errors import ErrorKind, HostError, ToolError
 from sleuth.outputs import ToolOutput
@@ -43,7 +44,7 @@ from sleuth.tools.approval import approver_for
 from sleuth.tools.context import build_context
 from sleuth.tools.registry import all_tools, get_tool, plugin_errors, validation_text
 from sleuth.transcripts.fleet import is_fleet_host
-from sleuth.transcripts.store import TranscriptError
+from sleuth.transcripts.results import ToolResult
 
 
 def register(app: typer.Typer) -> None:
@@ -119,42 +120,29 @@ def run_tool(
     seal = seal_for(settings, no_sign, quiet=True)
     # The person typing the command consents to this one call; a host's rules still apply.
     approve = approver_for("person" if yes else "refuse")
-    try:
-        ctx = build_context(
-            chosen.settings,
-            chosen.names,
-            approver=approve,
-            accept_new_host_key=accept_new_host_key,
-            groups=chosen.groups,
-        )
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
-    try:
-        # Through the call pipeline, as a model's call: the terminal gets what a model would
-        # get (secrets redacted), and the transcript what it would record.
-        with err_console.status(f"{name} on {host}", spinner="dots"), export as ctx.tracing:
-            result, transcript = run_cli_call(transcripts, ctx, name, inputs, seal=seal)
-    except TranscriptError as exc:
-        fail(str(exc))
-    finally:
-        ctx.close()
-    say_warnings(seal.warnings)
+    ctx = open_selection(chosen, approver=approve, accept_new_host_key=accept_new_host_key)
+    result, transcript = person_call(ctx, name, inputs, transcripts, seal, export)
     if as_json:
         print_json(ToolOutput(**result.model_dump(), transcript=str(transcript)))
-    elif result.ok:
+    else:
+        _print_result(name, host, result, transcript)
+    if not result.ok:
+        raise typer.Exit(EXIT_REFUSED if result.refused else EXIT_ERROR)
+
+
+def _print_result(name: str, host: str, result: ToolResult, transcript: Path) -> None:
+    if result.ok:
         console.print(escape(result.output), highlight=False, soft_wrap=True)
         console.print(
             f"[dim]{name} on {host}: {result.duration_s * 1000:.0f} ms"
             f"{', ' + plural(result.bytes_cut, 'byte') + ' cut' if result.bytes_cut else ''}"
             f". Transcript: {escape(str(transcript))}[/]"
         )
-    else:
-        console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}", soft_wrap=True)
-        if result.traceback:  # a bug in Sleuth: show where, for the report
-            err_console.print(escape(result.traceback), highlight=False, soft_wrap=True)
-        console.print(f"[dim]Transcript: {escape(str(transcript))}[/]", soft_wrap=True)
-    if not result.ok:
-        raise typer.Exit(EXIT_REFUSED if result.refused else EXIT_ERROR)
+        return
+    console.print(f"[bold red]{name} failed:[/] {escape(result.error or '')}", soft_wrap=True)
+    if result.traceback:  # a bug in Sleuth: show where, for the report
+        err_console.print(escape(result.traceback), highlight=False, soft_wrap=True)
+    console.print(f"[dim]Transcript: {escape(str(transcript))}[/]", soft_wrap=True)
 
 
 def list_tools(as_json: JsonFlag = False) -> None:
