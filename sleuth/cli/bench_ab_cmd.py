@@ -13,32 +13,63 @@ from rich.markup import escape
 
 from sleuth.agent.calls import execute
 from sleuth.cli import bench_args as opt
-from sleuth.cli.bench_args import audited, headers, ints, json_object, run_input
+from sleuth.cli.bench_args import audited, headers
 from sleuth.cli.bench_tables import ab_table
 from sleuth.cli.common import (
+    DEFAULT_TRANSCRIPTS,
     EXIT_USAGE,
-    ConfigOption,
-    JsonOption,
+    AcceptNewHostKey,
+    ConfigPath,
+    HostName,
+    JsonFlag,
+    TranscriptsDir,
     approver,
     console,
     fail,
     print_json,
     settings_or_exit,
 )
-from sleuth.config import ConfigError
+from sleuth.cli.host_context import open_context
+from sleuth.config import LOCAL
 from sleuth.outputs import BenchABOutput
 from sleuth.tools.bench.ab_run import ABBenchmarkInput, ABResult, ABSide, run_ab
 from sleuth.tools.bench.metrics import parse_lines
 from sleuth.tools.bench.models import RequestRecord
 from sleuth.tools.bench.plot import draw_cdfs, draw_intervals
-from sleuth.tools.context import build_context
+
+# The options only `bench ab` takes, beside the load's shared ones in bench_args.
+MIN_EFFECT = typer.Option(
+    0.0, help="Smallest relative change called a difference, e.g. 0.02 for 2%."
+)
+ENGINE = typer.Option(
+    None, help="Relaunch mode: sglang or vllm, started once per side with its flags."
+)
+LAUNCH_ENV = typer.Option([], help="Relaunch mode: NAME=VALUE for both servers (repeatable).")
+YES = typer.Option(
+    False, "--yes", help="Approve the launches and stops (relaunch mode) without asking."
+)
+AB_HELP = """A/B two configurations: the same load against A and B in turns (ABBA), --repeats runs
+each, each with its warm-up; per metric, B's change with a paired t-interval over the
+repeats and a verdict: faster, slower, or no detectable difference at --level
+(Holm-corrected over the metrics).
+
+Give two running servers, or --engine and --model-path to launch one server per side
+with --a-args and --b-args (each launch is approved like any launch_server call: --yes,
+a rule in sleuth.toml, or a prompt).
+
+Example: sleuth bench ab http://127.0.0.1:8000 http://127.0.0.1:8001 -m qwen -c 8 -n 64
+
+Example: sleuth bench ab --engine vllm --model-path /models/qwen -m /models/qwen -c 8
+--a-args '--max-num-seqs 64' --b-args '--max-num-seqs 128' --yes
+"""
 
 
 def ab_cmd(
+    cli: typer.Context,
     a: str | None = typer.Argument(None, help="Server A as the host sees it (or use --engine)."),
     b: str | None = typer.Argument(None, help="Server B, judged against A."),
     model: str = opt.MODEL,
-    host: str = opt.HOST,
+    host: HostName = LOCAL,
     concurrency: str | None = opt.CONCURRENCY,
     request_rate: float | None = opt.RATE,
     duration: float | None = opt.DURATION,
@@ -64,78 +95,29 @@ def ab_cmd(
     slo: str | None = opt.SLO,
     repeats: int = typer.Option(5, help="Runs of each side, in ABBA order."),
     level: float = typer.Option(0.95, help="Confidence level of the verdicts."),
-    min_effect: float = typer.Option(
-        0.0, help="Smallest relative change called a difference, e.g. 0.02 for 2%."
-    ),
+    min_effect: float = MIN_EFFECT,
     label_a: str | None = typer.Option(None, help="A name for A, e.g. spec-off."),
     label_b: str | None = typer.Option(None, help="A name for B, e.g. spec-on."),
-    engine: str | None = typer.Option(
-        None, help="Relaunch mode: sglang or vllm, started once per side with its flags."
-    ),
+    engine: str | None = ENGINE,
     model_path: str | None = typer.Option(None, help="Relaunch mode: the model folder."),
     port: int = typer.Option(30000, help="Relaunch mode: the port both sides listen on."),
     launch_python: str | None = typer.Option(None, help="Relaunch mode: the engine's python."),
     a_args: str = typer.Option("", help="Relaunch mode: A's engine flags, e.g. '--tp 1'."),
     b_args: str = typer.Option("", help="Relaunch mode: B's engine flags."),
-    launch_env: list[str] = typer.Option(
-        [], help="Relaunch mode: NAME=VALUE for both servers (repeatable)."
-    ),
+    launch_env: list[str] = LAUNCH_ENV,
     launch_timeout: float = typer.Option(1800.0, help="Relaunch mode: seconds to be ready."),
-    yes: bool = typer.Option(
-        False, "--yes", help="Approve the launches and stops (relaunch mode) without asking."
-    ),
+    yes: bool = YES,
     out_dir: Path = opt.OUT_DIR,
-    accept_new_host_key: bool = opt.ACCEPT_NEW_HOST_KEY,
-    transcripts: Path = opt.TRANSCRIPTS,
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+    accept_new_host_key: AcceptNewHostKey = False,
+    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
-    """A/B two configurations: the same load against A and B in turns (ABBA), --repeats runs
-    each, each with its warm-up; per metric, B's change with a paired t-interval over the
-    repeats and a verdict: faster, slower, or no detectable difference at --level
-    (Holm-corrected over the metrics).
-
-    Give two running servers, or --engine and --model-path to launch one server per side
-    with --a-args and --b-args (each launch is approved like any launch_server call: --yes,
-    a rule in sleuth.toml, or a prompt).
-
-    Example: sleuth bench ab http://127.0.0.1:8000 http://127.0.0.1:8001 -m qwen -c 8 -n 64
-
-    Example: sleuth bench ab --engine vllm --model-path /models/qwen -m /models/qwen -c 8
-    --a-args '--max-num-seqs 64' --b-args '--max-num-seqs 128' --yes
-    """
+    # The load's options reach run_benchmark's input by name, from cli.params (load_input).
     settings = settings_or_exit(config)
     if (a is None or b is None) == (engine is None):
         fail("give two server URLs, or --engine and --model-path to launch each side", EXIT_USAGE)
-    fields = opt.workload_fields(
-        dataset=dataset,
-        dataset_path=dataset_path,
-        trace=trace,
-        speed=speed,
-        shared_prefix=shared_prefix,
-        slo=slo,
-    )
-    load = run_input(
-        host=host,
-        endpoint=a or f"http://127.0.0.1:{port}",
-        model=model,
-        api=api,
-        concurrency=ints(concurrency),
-        request_rate=request_rate,
-        num_prompts=num_prompts or (10_000 if duration else 64),
-        duration_s=duration,
-        input_len=input_len,
-        output_len=output_len,
-        max_requests=max_requests,
-        prefix_len=prefix_len,
-        tokenizer=tokenizer,
-        extra_body=json_object(extra_body),
-        seed=seed,
-        warmup=warmup,
-        where=where,
-        python=python,
-        **fields,
-    )
+    load = opt.load_input(cli.params, endpoint=a or f"http://127.0.0.1:{port}")
     if engine is not None:
         base = _launch(engine, model_path, port, launch_python, launch_env, launch_timeout)
         side_a = ABSide(launch={**base, "extra_args": shlex.split(a_args)}, label=label_a)
@@ -144,15 +126,8 @@ def ab_cmd(
         side_a, side_b = ABSide(endpoint=a, label=label_a), ABSide(endpoint=b, label=label_b)
     args = _ab_input(host, side_a, side_b, load.model_dump(exclude={"host", "endpoint"}), repeats)
     args = args.model_copy(update={"level": level, "min_effect": min_effect})
-    try:
-        ctx = build_context(
-            settings,
-            [host],
-            approver=approver(yes, sys.stdin.isatty()),
-            accept_new_host_key=accept_new_host_key,
-        )
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
+    approve = approver(yes, sys.stdin.isatty())
+    ctx = open_context(settings, [host], approver=approve, accept_new_host_key=accept_new_host_key)
     ctx.results_dir = out_dir
     # The relaunches go through the call pipeline: consent and redaction as for any launch.
     ctx.subcall = lambda name, raw: execute(ctx, name, raw)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -28,8 +28,9 @@ from sleuth.transcripts.redact import register_secret
 from sleuth.transcripts.results import ToolResult
 from sleuth.transcripts.store import TranscriptError
 
+Number = TypeVar("Number", int, float)
+
 MODEL = typer.Option(..., "--model", "-m", help="Model name for the requests.")
-HOST = typer.Option("local", "--host", "-H", help="Host serving it (from sleuth.toml).")
 CONCURRENCY = typer.Option(
     None, "--concurrency", "-c", help="Closed loop: e.g. 1,4,16 (a sweep). Or --request-rate."
 )
@@ -95,12 +96,6 @@ SLO = typer.Option(
     None, help="Latency SLOs for goodput, e.g. ttft=500ms,tpot=50ms,e2e=4s (number alone: ms)."
 )
 OUT_DIR = typer.Option(Path("bench-results"), help="Where the records, tables and plots go.")
-ACCEPT_NEW_HOST_KEY = typer.Option(
-    False, "--accept-new-host-key", help="Store an unknown host key (like accept-new)."
-)
-TRANSCRIPTS = typer.Option(
-    Path("transcripts"), "--transcripts", help="Folder the run's transcript is written to."
-)
 
 
 def audited(
@@ -137,10 +132,21 @@ def audited(
     return result, transcript
 
 
-def run_input(**fields: Any) -> RunBenchmarkInput:
-    """run_benchmark's input, or a usage error naming each field that is wrong."""
+def load_input(options: Mapping[str, Any], **given: Any) -> RunBenchmarkInput:
+    """run_benchmark's input from a command's parsed options (`typer.Context.params`): an option
+    named as a field passes as it is, the lists and JSON are parsed, the workload's options are
+    combined (`_workload_fields`), and `given` wins. A usage error names each field that is
+    wrong."""
+    fields = _workload_fields(options)
+    fields |= {name: parse(options[name]) for name, parse in PARSED.items() if name in options}
+    duration = options["duration"]
+    fields |= {
+        "duration_s": duration,
+        "num_prompts": options["num_prompts"] or (10_000 if duration else 64),
+    }
+    same = {k: v for k, v in options.items() if k in RunBenchmarkInput.model_fields}
     try:
-        return RunBenchmarkInput(**fields)
+        return RunBenchmarkInput(**(same | fields | given))
     except ValidationError as exc:
         fail(
             "; ".join(
@@ -150,32 +156,24 @@ def run_input(**fields: Any) -> RunBenchmarkInput:
         )
 
 
-def workload_fields(
-    *,
-    dataset: str,
-    dataset_path: str | None,
-    trace: str | None,
-    speed: str,
-    shared_prefix: str | None,
-    slo: str | None,
-    prefix_groups: int = 4,
-) -> dict[str, Any]:
+def _workload_fields(options: Mapping[str, Any]) -> dict[str, Any]:
     """--trace, --shared-prefix, --speed and --slo as run_benchmark fields."""
     fields: dict[str, Any] = {
-        "dataset": dataset,
-        "dataset_path": dataset_path,
-        "prefix_groups": prefix_groups,
+        "dataset": options["dataset"],
+        "dataset_path": options["dataset_path"],
+        "prefix_groups": options.get("prefix_groups", 4),
     }
     try:
-        fields["speed"] = parse_speed(speed)
-        if slo:
-            fields.update({f"slo_{k}": v for k, v in parse_slo(slo).model_dump().items()})
+        fields["speed"] = parse_speed(options["speed"])
+        if options["slo"]:
+            slo = parse_slo(options["slo"]).model_dump()
+            fields.update({f"slo_{k}": v for k, v in slo.items()})
     except ToolError as exc:
         fail(str(exc), EXIT_USAGE)
-    if trace:
-        fields.update(dataset="trace", dataset_path=trace)
-    if shared_prefix:
-        groups, questions = ints(shared_prefix, "--shared-prefix") or [0, 0]
+    if options["trace"]:
+        fields.update(dataset="trace", dataset_path=options["trace"])
+    if options["shared_prefix"]:
+        groups, questions = ints(options["shared_prefix"], "--shared-prefix") or [0, 0]
         fields.update(dataset="shared_prefix", prefix_groups=groups, questions=questions)
     return fields
 
@@ -211,10 +209,7 @@ def json_object(text: str | None) -> dict[str, Any]:
 def floats(text: str | None, flag: str, count: int | None = None) -> Any:
     if text is None:
         return None
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        fail(f"{flag} {text!r}: give numbers separated by commas", EXIT_USAGE)
+    values = _split(text, flag, float, "numbers separated by commas")
     if count is not None and len(values) != count:
         fail(f"{flag} {text!r}: give {count} numbers separated by a comma", EXIT_USAGE)
     return values
@@ -223,13 +218,27 @@ def floats(text: str | None, flag: str, count: int | None = None) -> Any:
 def ints(text: str | None, flag: str = "--concurrency") -> list[int] | None:
     if text is None:
         return None
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        fail(f"{flag} {text!r}: give integers separated by commas, e.g. 1,4,16", EXIT_USAGE)
+    values = _split(text, flag, int, "integers separated by commas, e.g. 1,4,16")
     if flag == "--shared-prefix" and len(values) != 2:
         fail(f"--shared-prefix {text!r}: give N,M (system prompts, questions each)", EXIT_USAGE)
     return values
+
+
+def _split(text: str, flag: str, kind: Callable[[str], Number], expected: str) -> list[Number]:
+    try:
+        return [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        fail(f"{flag} {text!r}: give {expected}", EXIT_USAGE)
+
+
+PARSED: dict[str, Callable[[Any], Any]] = {
+    "concurrency": ints,
+    "ramp_up": lambda text: floats(text, "--ramp-up", 2),
+    "extra_body": json_object,
+    "percentiles": lambda text: floats(text, "--percentiles"),
+}
+"""The options whose text `load_input` parses into the field of the same name, in this order,
+where the command has them."""
 
 
 def plot_module(required: bool, what: str = "the plots") -> Any:

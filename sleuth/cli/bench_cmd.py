@@ -12,24 +12,29 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from sleuth.cli import bench_args as opt
-from sleuth.cli.bench_ab_cmd import ab_cmd
-from sleuth.cli.bench_args import audited, floats, headers, ints, json_object, run_input
+from sleuth.cli.bench_ab_cmd import AB_HELP, ab_cmd
+from sleuth.cli.bench_args import audited, floats, headers
 from sleuth.cli.bench_tables import compare_table, repeats_table, run_table, search_table
 from sleuth.cli.common import (
+    DEFAULT_TRANSCRIPTS,
     EXIT_ERROR,
     EXIT_USAGE,
-    ConfigOption,
-    JsonOption,
+    AcceptNewHostKey,
+    ConfigPath,
+    HostName,
+    JsonFlag,
     OtelContent,
     OtlpEndpoint,
     Tracing,
+    TranscriptsDir,
     console,
     fail,
     print_json,
     settings_or_exit,
     telemetry,
 )
-from sleuth.config import ConfigError
+from sleuth.cli.host_context import open_context
+from sleuth.config import LOCAL
 from sleuth.outputs import BenchGoodputOutput, BenchOutput
 from sleuth.tools.bench.bench_input import RunBenchmarkInput
 from sleuth.tools.bench.compare import CompareError, compare, compare_repeats, is_stat
@@ -41,11 +46,65 @@ from sleuth.tools.bench.render import warnings
 from sleuth.tools.bench.result_files import first_error, read_records, write_csv, write_html
 from sleuth.tools.bench.run_benchmark import benchmark
 from sleuth.tools.bench.slo_search import GoodputSearchInput, find_max_rate
-from sleuth.tools.context import ToolContext, build_context
+from sleuth.tools.context import ToolContext
 
 PlotOption = typer.Option(
     None, help="PNG of latency percentiles vs concurrency (default for a sweep: beside the JSONL)."
 )
+# The options only the run takes, beside the load's shared ones in bench_args.
+MAX_CONCURRENCY = typer.Option(None, help="Open loop: cap on in-flight.")
+BURSTINESS = typer.Option(
+    1.0, help="Open loop: gamma shape of arrivals, as vllm bench serve (1 = Poisson)."
+)
+RAMP_UP = typer.Option(
+    None, help="Open loop: FROM,TO req/s, the rate moving linearly over the run."
+)
+RANGE_RATIO = typer.Option(0.0, help="random: lengths uniform in len*(1±ratio).")
+PREFIX_GROUPS = typer.Option(4, help="prefix: how many shared prefixes.")
+TURNS = typer.Option(3, help="multiturn: turns per conversation.")
+TEMPERATURE = typer.Option(0.0, help="Sampling temperature.")
+IGNORE_EOS = typer.Option(
+    True, help="Generate exactly --output-len tokens (--no-ignore-eos to let them stop)."
+)
+PERCENTILES = typer.Option("50,90,99", help="Percentiles to report, e.g. 50,90,99,99.9.")
+LABEL = typer.Option(
+    None, help="A name for this run (kept in its records), e.g. spec-on; see compare --factor."
+)
+SLO_TARGET = typer.Option(
+    0.9, help="With --find-max-rate: the share of requests that must meet --slo."
+)
+FIND_MAX_RATE = typer.Option(
+    None,
+    help="LOW,HIGH req/s: search for the highest rate where --slo-target of requests meet "
+    "--slo (bisection; each probe is one open-loop run of -n requests or --duration s).",
+)
+SEARCH_STEPS = typer.Option(6, help="With --find-max-rate: at most this many runs.")
+SEARCH_BUDGET = typer.Option(
+    600.0, help="With --find-max-rate: no run starts that would pass this many seconds."
+)
+EXPORT = typer.Option(
+    None,
+    "--export",
+    help="FORMAT FILE: also write the results as aiperf's profile_export_aiperf.json or "
+    "inference-perf's summary_lifecycle_metrics.json (FORMAT aiperf or inference-perf).",
+)
+RUN_HELP = """Benchmark an OpenAI-compatible streaming server and print its latency and throughput.
+
+Give one of -c (closed loop) and -r (open loop), or --trace FILE to replay a trace at
+its own times (--speed 2x, --max-requests, --max-duration). --slo reports the share of
+requests meeting every limit and the goodput; with --find-max-rate LOW,HIGH it finds
+the highest rate at which --slo-target of them still do. Typing the command is the
+approval, so no prompt is shown. A remote host must still permit it: `allow =
+["run_benchmark"]` under its \\[hosts.NAME] table in sleuth.toml. Results are printed
+and saved as JSONL, CSV, HTML and PNG under --out-dir.
+
+Example: sleuth bench http://127.0.0.1:30000 -m qwen -c 1,8,32 -n 128
+
+Example: sleuth bench http://127.0.0.1:8000 -m m --trace mooncake.jsonl --speed 2x
+
+Example: sleuth bench http://127.0.0.1:8000 -m m --slo ttft=500ms,tpot=50ms
+--find-max-rate 1,64 --duration 60
+"""
 SUBCOMMANDS = ("run", "compare", "ab")
 
 
@@ -61,7 +120,7 @@ class _BenchGroup(TyperGroup):
 
 
 bench_app = typer.Typer(cls=_BenchGroup, add_completion=False, no_args_is_help=False)
-bench_app.command("ab")(ab_cmd)
+bench_app.command("ab", help=AB_HELP)(ab_cmd)
 
 
 def register(app: typer.Typer) -> None:
@@ -74,20 +133,17 @@ def register(app: typer.Typer) -> None:
     )
 
 
-@bench_app.command("run")
+@bench_app.command("run", help=RUN_HELP)
 def bench(
+    cli: typer.Context,
     endpoint: str = typer.Argument(..., help="Server as the host sees it: http://127.0.0.1:PORT"),
     model: str = opt.MODEL,
-    host: str = opt.HOST,
+    host: HostName = LOCAL,
     concurrency: str | None = opt.CONCURRENCY,
     request_rate: float | None = opt.RATE,
-    max_concurrency: int | None = typer.Option(None, help="Open loop: cap on in-flight."),
-    burstiness: float = typer.Option(
-        1.0, help="Open loop: gamma shape of arrivals, as vllm bench serve (1 = Poisson)."
-    ),
-    ramp_up: str | None = typer.Option(
-        None, help="Open loop: FROM,TO req/s, the rate moving linearly over the run."
-    ),
+    max_concurrency: int | None = MAX_CONCURRENCY,
+    burstiness: float = BURSTINESS,
+    ramp_up: str | None = RAMP_UP,
     duration: float | None = opt.DURATION,
     num_prompts: int | None = opt.NUM_PROMPTS,
     input_len: int = opt.INPUT_LEN,
@@ -99,72 +155,39 @@ def bench(
     max_requests: int | None = opt.MAX_REQUESTS,
     block_size: int = opt.BLOCK_SIZE,
     shared_prefix: str | None = opt.SHARED_PREFIX,
-    range_ratio: float = typer.Option(0.0, help="random: lengths uniform in len*(1±ratio)."),
+    range_ratio: float = RANGE_RATIO,
     prefix_len: int = opt.PREFIX_LEN,
-    prefix_groups: int = typer.Option(4, help="prefix: how many shared prefixes."),
-    turns: int = typer.Option(3, help="multiturn: turns per conversation."),
+    prefix_groups: int = PREFIX_GROUPS,
+    turns: int = TURNS,
     tokenizer: str | None = opt.TOKENIZER,
     api_key: str | None = opt.API_KEY,
     header: list[str] = opt.HEADER,
     extra_body: str | None = opt.EXTRA_BODY,
-    temperature: float = typer.Option(0.0, help="Sampling temperature."),
-    ignore_eos: bool = typer.Option(
-        True, help="Generate exactly --output-len tokens (--no-ignore-eos to let them stop)."
-    ),
-    percentiles: str = typer.Option("50,90,99", help="Percentiles to report, e.g. 50,90,99,99.9."),
-    label: str | None = typer.Option(
-        None, help="A name for this run (kept in its records), e.g. spec-on; see compare --factor."
-    ),
+    temperature: float = TEMPERATURE,
+    ignore_eos: bool = IGNORE_EOS,
+    percentiles: str = PERCENTILES,
+    label: str | None = LABEL,
     seed: int = opt.SEED,
     warmup: int = opt.WARMUP,
     api: str = opt.API,
     where: str = opt.WHERE,
     python: str | None = opt.PYTHON,
     slo: str | None = opt.SLO,
-    slo_target: float = typer.Option(
-        0.9, help="With --find-max-rate: the share of requests that must meet --slo."
-    ),
-    find_max_rate: str | None = typer.Option(
-        None,
-        help="LOW,HIGH req/s: search for the highest rate where --slo-target of requests meet "
-        "--slo (bisection; each probe is one open-loop run of -n requests or --duration s).",
-    ),
-    search_steps: int = typer.Option(6, help="With --find-max-rate: at most this many runs."),
-    search_budget: float = typer.Option(
-        600.0, help="With --find-max-rate: no run starts that would pass this many seconds."
-    ),
-    export_as: tuple[str, Path] | None = typer.Option(
-        None,
-        "--export",
-        help="FORMAT FILE: also write the results as aiperf's profile_export_aiperf.json or "
-        "inference-perf's summary_lifecycle_metrics.json (FORMAT aiperf or inference-perf).",
-    ),
+    slo_target: float = SLO_TARGET,
+    find_max_rate: str | None = FIND_MAX_RATE,
+    search_steps: int = SEARCH_STEPS,
+    search_budget: float = SEARCH_BUDGET,
+    export_as: tuple[str, Path] | None = EXPORT,
     out_dir: Path = opt.OUT_DIR,
     plot: Path | None = PlotOption,
-    accept_new_host_key: bool = opt.ACCEPT_NEW_HOST_KEY,
-    transcripts: Path = opt.TRANSCRIPTS,
+    accept_new_host_key: AcceptNewHostKey = False,
+    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
     otlp_endpoint: OtlpEndpoint = None,
     otel_content: OtelContent = False,
-    as_json: bool = JsonOption,
-    config: Path | None = ConfigOption,
+    as_json: JsonFlag = False,
+    config: ConfigPath = None,
 ) -> None:
-    """Benchmark an OpenAI-compatible streaming server and print its latency and throughput.
-
-    Give one of -c (closed loop) and -r (open loop), or --trace FILE to replay a trace at
-    its own times (--speed 2x, --max-requests, --max-duration). --slo reports the share of
-    requests meeting every limit and the goodput; with --find-max-rate LOW,HIGH it finds
-    the highest rate at which --slo-target of them still do. Typing the command is the
-    approval, so no prompt is shown. A remote host must still permit it: `allow =
-    ["run_benchmark"]` under its \\[hosts.NAME] table in sleuth.toml. Results are printed
-    and saved as JSONL, CSV, HTML and PNG under --out-dir.
-
-    Example: sleuth bench http://127.0.0.1:30000 -m qwen -c 1,8,32 -n 128
-
-    Example: sleuth bench http://127.0.0.1:8000 -m m --trace mooncake.jsonl --speed 2x
-
-    Example: sleuth bench http://127.0.0.1:8000 -m m --slo ttft=500ms,tpot=50ms
-    --find-max-rate 1,64 --duration 60
-    """
+    # The load's options reach run_benchmark's input by name, from cli.params (load_input).
     settings = settings_or_exit(config)
     if find_max_rate and (concurrency or request_rate is not None):
         fail("--find-max-rate sets the rates itself: leave out -c and -r", EXIT_USAGE)
@@ -172,69 +195,34 @@ def bench(
     tracing = telemetry(otlp_endpoint, otel_content)
     want_plot = plot is not None or bool(concurrency and "," in concurrency) or find_max_rate
     plt = opt.plot_module(required=plot is not None) if want_plot else None
-    fields = opt.workload_fields(
-        dataset=dataset,
-        dataset_path=dataset_path,
-        trace=trace,
-        speed=speed,
-        shared_prefix=shared_prefix,
-        slo=slo,
-        prefix_groups=prefix_groups,
-    )
-    args = run_input(
-        host=host,
-        endpoint=endpoint,
-        model=model,
-        api=api,
-        concurrency=ints(concurrency),
-        # Each probe of --find-max-rate sets its own rate; this one only picks the open loop.
-        request_rate=1.0 if find_max_rate else request_rate,
-        max_concurrency=max_concurrency,
-        num_prompts=num_prompts or (10_000 if duration else 64),
-        duration_s=duration,
-        burstiness=burstiness,
-        ramp_up=floats(ramp_up, "--ramp-up", 2),
-        input_len=input_len,
-        output_len=output_len,
-        max_requests=max_requests,
-        block_size=block_size,
-        range_ratio=range_ratio,
-        prefix_len=prefix_len,
-        turns=turns,
-        tokenizer=tokenizer,
-        temperature=temperature,
-        ignore_eos=ignore_eos,
-        extra_body=json_object(extra_body),
-        percentiles=floats(percentiles, "--percentiles"),
-        label=label,
-        seed=seed,
-        warmup=warmup,
-        where=where,
-        python=python,
-        **fields,
-    )
-    try:
-        ctx = build_context(settings, [host], accept_new_host_key=accept_new_host_key)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
+    # Each probe of --find-max-rate sets its own rate; this one only picks the open loop.
+    args = opt.load_input(cli.params, request_rate=1.0 if find_max_rate else request_rate)
+    ctx = open_context(settings, [host], accept_new_host_key=accept_new_host_key)
     ctx.results_dir = out_dir
     sent = headers(header, api_key)
     if find_max_rate:
-        bounds = floats(find_max_rate, "--find-max-rate", 2)
-        search = GoodputSearchInput(
-            host=host,
-            load=args.model_dump(exclude={"host", "request_rate", "concurrency"}),
-            slo=args.slo(),
-            target=slo_target,
-            rate_low=bounds[0],
-            rate_high=bounds[1],
-            max_steps=search_steps,
-            time_budget_s=search_budget,
-        )
+        search = _search_input(args, find_max_rate, slo_target, search_steps, search_budget)
         _search(ctx, search, sent, transcripts, plt, as_json, tracing)
         return
     run, transcript = _run(ctx, args, sent, transcripts, tracing)
     _show(run, transcript, plot, plt, fmt, as_json)
+
+
+def _search_input(
+    load: RunBenchmarkInput, rates: str, target: float, steps: int, budget: float
+) -> GoodputSearchInput:
+    """--find-max-rate's search: `load` at each probe's rate, between the LOW,HIGH given."""
+    bounds = floats(rates, "--find-max-rate", 2)
+    return GoodputSearchInput(
+        host=load.host,
+        load=load.model_dump(exclude={"host", "request_rate", "concurrency"}),
+        slo=load.slo(),
+        target=target,
+        rate_low=bounds[0],
+        rate_high=bounds[1],
+        max_steps=steps,
+        time_budget_s=budget,
+    )
 
 
 def _export_format(given: tuple[str, Path] | None) -> tuple[Format, Path] | None:
@@ -356,7 +344,7 @@ def compare_cmd(
     resamples: int = typer.Option(1000, min=100, max=100_000, help="Bootstrap resamples."),
     seed: int = typer.Option(0, help="Seeds the bootstrap, so a verdict can be reproduced."),
     level: float = typer.Option(0.95, help="Several runs a side: the confidence level."),
-    as_json: bool = JsonOption,
+    as_json: JsonFlag = False,
 ) -> None:
     """Is B different from A? One run a side: B's change per metric with a 95% bootstrap
     interval over the requests. Several runs a side (folders): the runs are paired in the

@@ -47,10 +47,13 @@ console = _console(stderr=False)
 err_console = _console(stderr=True)
 
 # The options more than one command takes, declared once: `config: ConfigPath = None`.
-_CONFIG_HELP = "Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml)."
-_JSON_HELP = "Print one JSON object for programs."
-ConfigPath = Annotated[Path | None, typer.Option("--config", help=_CONFIG_HELP)]
-JsonFlag = Annotated[bool, typer.Option("--json", help=_JSON_HELP)]
+ConfigPath = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", help="Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml)."
+    ),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object for programs.")]
 AcceptNewHostKey = Annotated[
     bool,
     typer.Option("--accept-new-host-key", help="Trust and store an unknown SSH host key."),
@@ -115,10 +118,6 @@ OtelContent = Annotated[
         "output, redacted as the transcript is. Off by default.",
     ),
 ]
-
-# Still used by bench_cmd, which moves to ConfigPath and JsonFlag when it is split.
-ConfigOption = typer.Option(None, "--config", help=_CONFIG_HELP)
-JsonOption = typer.Option(False, "--json", help=_JSON_HELP)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from sleuth.cli.common import EXIT_BUDGET, EXIT_USAGE, JsonOption, console, fail, print_json
+from sleuth.cli.common import EXIT_BUDGET, EXIT_USAGE, JsonFlag, console, fail, print_json
 from sleuth.outputs import DiagnoseOutput
 from sleuth.tools.serving.diagnose import diagnose, render
 from sleuth.tools.serving.diagnose_facts import Engine
@@ -30,7 +30,7 @@ def diagnose_file(
     engine: str | None = typer.Option(
         None, "--engine", help="vllm or sglang, to name its flags in the fix (guessed if absent)."
     ),
-    as_json: bool = JsonOption,
+    as_json: JsonFlag = False,
 ) -> None:
     """Explain why a vLLM or SGLang server failed to start, from its log: the kind of failure,
     the line that states it, and the fix with the numbers the engine logged. Exits 0 when
