@@ -179,7 +179,6 @@ def ask(
             err_console.print(f"note: {note}", markup=False, highlight=False)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
     seal = seal_for(settings, no_sign, quiet=as_json)  # says which key signs, or that none does
-    export = telemetry(otlp_endpoint, otel_content)
     result = _investigate(question, brain, ctx, settings, transcripts, view, mode, seal, export)
     show(result, brain.name, as_json, cost_tracked=note is None)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
