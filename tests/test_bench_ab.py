@@ -21,12 +21,16 @@ import pytest
 from bench_support import SERVER, free_port, realtime_prefix, synthetic_server
 
 from sleuth.agent.calls import Call, CallPipeline, execute
+from sleuth.agent.session import CLI_CALL_ID, run_cli_call
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest, approver_for
 from sleuth.tools.bench.ab_run import ABBenchmarkInput, ABResult, ABSide, run_ab
 from sleuth.tools.context import ToolContext
+from sleuth.transcripts.events import ToolExecuted
+from sleuth.transcripts.store import load
+from sleuth.transcripts.verify import verify
 
 PROFILE = {"ttft_ms": 10, "itl_ms": 3.0}
 SLOWER = {"ttft_ms": 10, "itl_ms": 3.09}  # 3% more time per token
@@ -266,3 +270,39 @@ def test_a_relaunch_inside_ab_benchmark_needs_consent_like_any_launch(
     assert "launch_server" in (result.error or "") and "not approved" in (result.error or "")
     refusals = [e for e in events if e.type == "approval" and not e.approved]
     assert [(e.call_id, e.tool) for e in refusals] == [("toolu_ab.1", "launch_server")]
+
+
+def test_the_cli_path_records_each_relaunch_as_a_call_of_its_own(
+    tmp_path: Path, python: str
+) -> None:
+    """`sleuth bench ab` runs ab_benchmark itself (its request headers are no input): its
+    relaunches still ask consent and land in its transcript as parts of the call, before it."""
+    port = free_port()
+    args = ABBenchmarkInput(
+        a=ABSide(launch=launch(port, 3.0), label="a"),
+        b=ABSide(launch=launch(port, 3.3), label="b"),
+        load={**LOAD, "python": python, "warmup": 1},
+        repeats=2,
+    )
+    ctx = context(tmp_path, ["run_benchmark", "launch_server", "stop_server"])
+    asked: list[str] = []
+    ctx.on_approval = lambda request, decision: asked.append(request.tool)
+    result, path = run_cli_call(
+        tmp_path / "t",
+        ctx,
+        "ab_benchmark",
+        args.model_dump(mode="json"),
+        lambda run_ctx: run_ab(run_ctx, args, {}),
+    )
+    ctx.close()
+    assert result.ok, result.error
+    events = load(path).events
+    calls = [(e.call_id, e.tool) for e in events if isinstance(e, ToolExecuted)]
+    assert calls[-1] == (CLI_CALL_ID, "ab_benchmark")
+    parts = calls[:-1]
+    assert {tool for _, tool in parts} == {"launch_server", "stop_server"}
+    assert [cid for cid, _ in parts] == [f"{CLI_CALL_ID}.{n}" for n in range(1, len(parts) + 1)]
+    launches = sum(tool == "launch_server" for _, tool in parts)
+    # A B B A: B's two runs share one launch.
+    assert launches == 3 and asked.count("launch_server") == launches
+    assert verify(path).ok

@@ -129,3 +129,21 @@ def test_piped_show_keeps_each_command_on_one_line(tmp_path: Path) -> None:
     ran = re.search(r"^grep -r -n .* -e NextN -- \S+/deploy/src\"?$", done.stdout, re.M)
     assert ran, done.stdout
     assert max(len(line) for line in done.stdout.splitlines()) < 1000  # nothing padded wide
+
+
+def test_help_reads_as_paragraphs_on_an_80_column_terminal(tmp_path: Path) -> None:
+    # The source breaks this sentence after "trace at"; rich kept that break, and an 80-column
+    # terminal then wrapped "trace at" onto a line of its own.
+    env = {**user_env(tmp_path), "COLUMNS": "80"}
+    done = run_shell("sleuth bench run --help", tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    assert "trace at" not in lines
+    assert any("trace at its own times" in line for line in lines), done.stdout
+    # Each example keeps a line of its own.
+    done = run_shell("sleuth diagnose --help", tmp_path, env)
+    assert "Example: journalctl -u vllm --no-pager -o cat | sleuth diagnose -" in lines_of(done)
+
+
+def lines_of(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line.strip() for line in done.stdout.splitlines()]

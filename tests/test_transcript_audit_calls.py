@@ -1,6 +1,6 @@
-"""Transcripts without model turns are sealed too: a `sleuth tool` or `sleuth preflight` call
-and an MCP session are signed (after each call, and at the end) and entered in the ledger like
-`sleuth ask`."""
+"""Transcripts without model turns are sealed too: a `sleuth tool`, `sleuth preflight` or
+`sleuth bench` call and an MCP session are signed (after each call, and at the end) and
+entered in the ledger like `sleuth ask`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.bench_support import synthetic_server
 from tests.mcp_support import McpProject
 from tests.signing_support import Key, allow, events, make_key, sleuth
 
@@ -79,6 +80,29 @@ def test_a_sleuth_preflight_transcript_is_signed_and_in_the_ledger(
             assert report["ledger"]["state"] == "match"
         else:
             assert (code, report["verdict"]) == (3, "integrity_only")
+
+
+def test_a_sleuth_bench_transcript_is_signed_and_in_the_ledger(tmp_path: Path, alice: Key) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "sleuth.toml").write_text(f'[sign]\nkey = "{alice.private}"\n')
+    signers = allow(tmp_path, [("alice@example.com", alice)])
+    load = ["-m", "m", "-c", "1", "-n", "2", "--output-len", "4", "--input-len", "4"]
+    with synthetic_server({"m": {"ttft_ms": 5, "itl_ms": 1.0}}, realtime=False) as url:
+        for folder, extra, verdict in (("signed", [], "signed"), ("plain", ["--no-sign"], None)):
+            out = tmp_path / folder
+            result = sleuth(
+                project, "bench", url, *load, "--warmup", "0", "--out-dir",
+                str(tmp_path / "results"), "--transcripts", str(out), *extra,
+            )  # fmt: skip
+            assert result.exit_code == 0, result.output
+            (path,) = out.glob("*.jsonl")
+            code, report = verified(project, path, signers)
+            if verdict == "signed":
+                assert (code, report["verdict"], report["problems"]) == (0, "signed", [])
+                assert report["ledger"]["state"] == "match"
+            else:
+                assert (code, report["verdict"]) == (3, "integrity_only")
 
 
 def test_an_mcp_session_is_signed_after_each_call_and_at_its_end(

@@ -204,6 +204,15 @@ class CallPipeline:
 
         return subcall
 
+    def ran(
+        self, call: Call, run: Callable[[ToolContext], ToolResult], turn: int = 0
+    ) -> ToolResult:
+        """A call a command runs itself, because its inputs carry what the tool's schema must
+        not (`sleuth bench`'s request headers): the calls it makes of other tools take this
+        path with their own ids, and its result is redacted and recorded like any other."""
+        ctx = replace(self.ctx, subcall=self._subcalls(call, turn, None))
+        return self.answered(call, run(ctx), turn)
+
     def answered(self, call: Call, result: ToolResult, turn: int | Callable[[], int]) -> ToolResult:
         """The steps after execution, for a result in hand: redact, ground, record. The loop
         sends a call it does not run (the budget is spent, its arguments are not JSON) here."""

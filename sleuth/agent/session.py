@@ -211,15 +211,16 @@ def run_cli_call(
     ctx: ToolContext,
     name: str,
     inputs: dict[str, Any],
-    result: ToolResult | None = None,
+    run: Callable[[ToolContext], ToolResult] | None = None,
     seal: Seal | None = None,
     session_id: str | None = None,
 ) -> tuple[ToolResult, Path]:
     """A one-call transcript for `sleuth tool`: a person's call goes through the call pipeline
-    and is audited like a model's. A command that ran the tool itself (`sleuth bench`, whose
-    request headers are no input) passes its `result`, and the `session_id` it traced the run
-    under: it is redacted and recorded the same way. A `seal` signs the transcript and enters
-    it in the ledger. Returns the result as recorded, and the transcript."""
+    and is audited like a model's. A command that runs the tool itself (`sleuth bench`, whose
+    request headers are no input) passes how to `run` it, and the `session_id` it traced the
+    run under: what the tool calls of other tools (bench ab's relaunches) takes the pipeline
+    too, and the result is redacted and recorded the same way. A `seal` signs the transcript
+    and enters it in the ledger. Returns the result as recorded, and the transcript."""
     session_id = session_id or new_session_id()
     spec = [s for s in tool_specs() if s.name == name]
     with TranscriptWriter.create(transcripts, session_id, seal) as writer:
@@ -237,7 +238,7 @@ def run_cli_call(
         writer.append(start)
         calls = CallPipeline(ctx, writer.append, session_id=session_id, fleet=FleetView.of(start))
         call = Call(CLI_CALL_ID, name, inputs)
-        done = calls.tool(call, 0) if result is None else calls.answered(call, result, 0)
+        done = calls.tool(call, 0) if run is None else calls.ran(call, run)
         writer.append(
             SessionEnded(
                 status="answered" if done.ok else "error",
@@ -246,16 +247,3 @@ def run_cli_call(
             )
         )
     return done, writer.path
-
-
-def record_cli_call(
-    transcripts: Path,
-    ctx: ToolContext,
-    name: str,
-    inputs: dict[str, Any],
-    result: ToolResult,
-    seal: Seal | None = None,
-    session_id: str | None = None,
-) -> Path:
-    """The transcript of a call a command ran itself (`sleuth bench`)."""
-    return run_cli_call(transcripts, ctx, name, inputs, result, seal, session_id)[1]

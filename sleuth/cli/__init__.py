@@ -48,7 +48,36 @@ class _LazyCommands(TyperGroup):
         module = importlib.import_module(COMMANDS[cmd_name])
         commands = typer.Typer(add_completion=False)
         module.register(commands)
-        return typer.main.get_group(commands).get_command(ctx, cmd_name)
+        return _reflowed(typer.main.get_group(commands).get_command(ctx, cmd_name))
+
+
+def _reflowed(command: Any) -> Any:
+    """The command (and its subcommands) with its help as paragraphs: rich keeps each line
+    break of the source, which a terminal narrower than the source then breaks again, leaving
+    one or two words on a line of their own. Lists and indented lines keep their breaks."""
+    if command is not None and command.help:
+        command.help = "\n\n".join(
+            paragraph if _laid_out(paragraph) else _joined(paragraph)
+            for paragraph in command.help.strip().split("\n\n")
+        )
+    for sub in getattr(command, "commands", {}).values():
+        _reflowed(sub)
+    return command
+
+
+def _laid_out(paragraph: str) -> bool:
+    return any(line.startswith((" ", "-", "*", "|")) for line in paragraph.splitlines()[1:])
+
+
+def _joined(paragraph: str) -> str:
+    """One line per sentence run; an example starts a line of its own."""
+    lines: list[str] = []
+    for line in paragraph.splitlines():
+        if lines and not line.startswith("Example"):
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line.strip())
+    return "\n".join(lines)
 
 
 app = typer.Typer(

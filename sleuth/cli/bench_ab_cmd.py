@@ -11,7 +11,6 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from sleuth.agent.calls import execute
 from sleuth.cli import bench_args as opt
 from sleuth.cli.bench_args import audited, headers
 from sleuth.cli.bench_tables import ab_table
@@ -30,6 +29,7 @@ from sleuth.cli.common import (
     settings_or_exit,
 )
 from sleuth.cli.host_context import open_context
+from sleuth.cli.sealing import NoSign, seal_for
 from sleuth.config import LOCAL
 from sleuth.outputs import BenchABOutput
 from sleuth.tools.bench.ab_run import ABBenchmarkInput, ABResult, ABSide, run_ab
@@ -110,6 +110,7 @@ def ab_cmd(
     out_dir: Path = opt.OUT_DIR,
     accept_new_host_key: AcceptNewHostKey = False,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
+    no_sign: NoSign = False,
     as_json: JsonFlag = False,
     config: ConfigPath = None,
 ) -> None:
@@ -129,12 +130,17 @@ def ab_cmd(
     approve = approver(yes, sys.stdin.isatty())
     ctx = open_context(settings, [host], approver=approve, accept_new_host_key=accept_new_host_key)
     ctx.results_dir = out_dir
-    # The relaunches go through the call pipeline: consent and redaction as for any launch.
-    ctx.subcall = lambda name, raw: execute(ctx, name, raw)
     sent = headers(header, api_key)
+    seal = seal_for(settings, no_sign, quiet=as_json)  # says which key signs, or that none does
     status = f"A/B on {host}: {repeats} runs of each side in ABBA order"
     result, transcript = audited(
-        ctx, "ab_benchmark", args, status, transcripts, lambda: run_ab(ctx, args, sent)
+        ctx,
+        "ab_benchmark",
+        args,
+        status,
+        transcripts,
+        lambda run_ctx: run_ab(run_ctx, args, sent),  # its relaunches: calls of their own
+        seal,
     )
     _show(ABResult.model_validate(result.data), transcript, as_json)
 

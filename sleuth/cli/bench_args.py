@@ -14,8 +14,9 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from sleuth.agent.session import CLI_CALL_ID, new_session_id, record_cli_call
+from sleuth.agent.session import CLI_CALL_ID, new_session_id, run_cli_call
 from sleuth.cli.common import EXIT_ERROR, EXIT_USAGE, NO_TRACING, Tracing, err_console, fail
+from sleuth.cli.sealing import say_warnings
 from sleuth.config import LOCAL
 from sleuth.errors import HostError, ToolError
 from sleuth.tools.bench.bench_input import RunBenchmarkInput
@@ -26,6 +27,7 @@ from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput
 from sleuth.transcripts.redact import register_secret
 from sleuth.transcripts.results import ToolResult
+from sleuth.transcripts.seal import Seal
 from sleuth.transcripts.store import TranscriptError
 
 Number = TypeVar("Number", int, float)
@@ -104,13 +106,16 @@ def audited(
     args: ToolInput,
     status: str,
     transcripts: Path,
-    call: Callable[[], ToolResult],
+    call: Callable[[ToolContext], ToolResult],
+    seal: Seal,
     tracing: Tracing = NO_TRACING,
 ) -> tuple[ToolResult, Path]:
     """Run a benchmark tool's call, audited like a model's: the host must permit benchmarks
-    (`allow = ["run_benchmark"]`), and the call is recorded as a one-call transcript (request
-    headers are not inputs, so they are not in it). With telemetry on, the session id is chosen
-    first, so the engine's requests carry the span the recorded call will have."""
+    (`allow = ["run_benchmark"]`), the calls it makes of other tools (bench ab's relaunches)
+    ask consent and are recorded as its parts, and the call is recorded as a one-call
+    transcript, sealed (request headers are not inputs, so they are not in it). With telemetry
+    on, the session id is chosen first, so the engine's requests carry the span the recorded
+    call will have."""
     session_id = new_session_id()
     try:
         if args.host != LOCAL:
@@ -118,15 +123,15 @@ def audited(
         with tracing as ctx.tracing, err_console.status(status, spinner="dots"):
             if ctx.tracing is not None:
                 ctx.traceparent = ctx.tracing.traceparent(session_id, CLI_CALL_ID)
-            result = call()
             inputs = args.model_dump(mode="json")
-            transcript = record_cli_call(
-                transcripts, ctx, tool, inputs, result, session_id=session_id
+            result, transcript = run_cli_call(
+                transcripts, ctx, tool, inputs, call, seal, session_id=session_id
             )
     except (ToolError, HostError, TranscriptError) as exc:
         fail(str(exc), EXIT_ERROR)
     finally:
         ctx.close()
+    say_warnings(seal.warnings)
     if not result.ok:
         fail(result.error or result.output, EXIT_ERROR)
     return result, transcript

@@ -34,6 +34,7 @@ from sleuth.cli.common import (
     telemetry,
 )
 from sleuth.cli.host_context import open_context
+from sleuth.cli.sealing import NoSign, seal_for
 from sleuth.config import LOCAL
 from sleuth.outputs import BenchGoodputOutput, BenchOutput
 from sleuth.tools.bench.bench_input import RunBenchmarkInput
@@ -47,6 +48,7 @@ from sleuth.tools.bench.result_files import first_error, read_records, write_csv
 from sleuth.tools.bench.run_benchmark import benchmark
 from sleuth.tools.bench.slo_search import GoodputSearchInput, find_max_rate
 from sleuth.tools.context import ToolContext
+from sleuth.transcripts.seal import Seal
 
 PlotOption = typer.Option(
     None, help="PNG of latency percentiles vs concurrency (default for a sweep: beside the JSONL)."
@@ -182,6 +184,7 @@ def bench(
     plot: Path | None = PlotOption,
     accept_new_host_key: AcceptNewHostKey = False,
     transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
+    no_sign: NoSign = False,
     otlp_endpoint: OtlpEndpoint = None,
     otel_content: OtelContent = False,
     as_json: JsonFlag = False,
@@ -200,11 +203,12 @@ def bench(
     ctx = open_context(settings, [host], accept_new_host_key=accept_new_host_key)
     ctx.results_dir = out_dir
     sent = headers(header, api_key)
+    seal = seal_for(settings, no_sign, quiet=as_json)  # says which key signs, or that none does
     if find_max_rate:
         search = _search_input(args, find_max_rate, slo_target, search_steps, search_budget)
-        _search(ctx, search, sent, transcripts, plt, as_json, tracing)
+        _search(ctx, search, sent, transcripts, seal, plt, as_json, tracing)
         return
-    run, transcript = _run(ctx, args, sent, transcripts, tracing)
+    run, transcript = _run(ctx, args, sent, transcripts, seal, tracing)
     _show(run, transcript, plot, plt, fmt, as_json)
 
 
@@ -239,6 +243,7 @@ def _run(
     args: RunBenchmarkInput,
     sent: dict[str, str],
     transcripts: Path,
+    seal: Seal,
     tracing: Tracing,
 ) -> tuple[BenchRun, Path]:
     """Run the benchmark, audited like a model's call (the headers are not inputs)."""
@@ -247,7 +252,14 @@ def _run(
     ]
     status = f"benchmarking {args.endpoint} on {args.host}: {', '.join(phases)}"
     result, transcript = audited(
-        ctx, "run_benchmark", args, status, transcripts, lambda: benchmark(ctx, args, sent), tracing
+        ctx,
+        "run_benchmark",
+        args,
+        status,
+        transcripts,
+        lambda run_ctx: benchmark(run_ctx, args, sent),
+        seal,
+        tracing,
     )
     return BenchRun.model_validate(result.data), transcript
 
@@ -257,6 +269,7 @@ def _search(
     args: GoodputSearchInput,
     sent: dict[str, str],
     transcripts: Path,
+    seal: Seal,
     plt: Any,
     as_json: bool,
     tracing: Tracing,
@@ -268,7 +281,8 @@ def _search(
         args,
         status,
         transcripts,
-        lambda: find_max_rate(ctx, args, sent),
+        lambda run_ctx: find_max_rate(run_ctx, args, sent),
+        seal,
         tracing,
     )
     found = GoodputSearch.model_validate(result.data)
