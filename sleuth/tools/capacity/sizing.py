@@ -82,8 +82,9 @@ def size(
     context = args.context_length or model_max or 0
     if not context:
         raise ToolError("config.json has no max_position_embeddings; pass context_length")
-    setup = engine_setup(args, shape, gpu, fraction.value, context, elem, draft_layers, installed)
-    setup.online_fp8 = online
+    setup = engine_setup(
+        args, shape, gpu, fraction.value, context, elem, draft_layers, installed, online
+    )
     acc = account(setup, shape, share.bytes_per_gpu)
     state = _recurrent_state(shape, args.tp, elem)
     state_total = next((t.bytes for t in acc.terms if t.name.startswith("Mamba")), 0)
@@ -123,6 +124,7 @@ def engine_setup(
     elem: int,
     draft_layers: int,
     installed: str | None,
+    online_fp8: bool = False,
 ) -> EngineSetup:
     """What the engine sizes from: the input where given, else the engine's own defaults."""
     cpu = gpu.key == "CPU"
@@ -150,6 +152,7 @@ def engine_setup(
         enforce_eager=args.enforce_eager,
         cpu_kv_space_bytes=args.cpu_kv_space_gib * GIB if cpu else 0,
         draft_layers=draft_layers,
+        online_fp8=online_fp8,
     )
 
 
