@@ -26,6 +26,14 @@ from tests.capacity_corpus import (
 )
 
 RESULTS = Path(__file__).parent / "results" / "capacity_accuracy.md"
+REVEALED = {
+    "llmd-llama31-8b-h100-tp1-qfp8": "online `--quantization fp8` on the bf16 checkpoint "
+    "(capacity_plan's `quantization=fp8`: the decoder layers' linear weights at 1 B as they "
+    "load), added after this held-out case showed the gap: KV tokens -10.06 % before the rule "
+    "(476,000 predicted: the checkpoint's 14.96 GiB of bf16 weights sized, the engine loaded "
+    "8.49 GiB)",
+}
+"""Held-out cases a rule was added for after they were scored: no longer blind tests."""
 
 
 def _pct(x: float | None) -> str:
@@ -87,6 +95,7 @@ def _rated(cases: list[dict[str, Any]]) -> list[Scored]:
 def report() -> str:
     cases, held = load(CASES), load(HELD_OUT)
     rated, held_rated = _rated(cases), _rated(held)
+    blind = [s for s in held_rated if s.case["id"] not in REVEALED]
     return "\n".join(
         [
             "## capacity_plan accuracy against engine start-up logs (issue 26)",
@@ -105,9 +114,16 @@ def report() -> str:
             "",
             f"{len(held)} engine start-ups kept out while the accounting was built "
             f"(tests/fixtures/capacity_reports/heldout.json), {len(held_rated)} predictable and "
-            "rated the same way, no rule changed for them.",
+            "rated the same way. One rule was added after this set was scored, for the gap it "
+            "revealed, so its case is no longer a blind test:",
+            "",
+            *(f"- {case}: {why}." for case, why in REVEALED.items()),
             "",
             *_figures(held_rated),
+            "",
+            f"The {len(blind)} cases still blind (no rule added for them):",
+            "",
+            *_figures(blind),
             "",
             *_cases_table(held_rated),
             "",

@@ -20,6 +20,7 @@ from sleuth.tools.capacity.accounting import KvAccount, account
 from sleuth.tools.capacity.engine_setup import EngineSetup, default_batch, vllm_rules
 from sleuth.tools.capacity.gpus import lookup
 from sleuth.tools.capacity.model import ModelShape, max_context, model_shape
+from sleuth.tools.capacity.online_quant import online_fp8
 from sleuth.tools.capacity.rules import GIB, MIB
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity_reports"
@@ -111,8 +112,14 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
         kv_elem=kv,
         act_elem=act,
         enforce_eager=bool(s.get("enforce_eager")),
+        online_fp8=online_fp8(s.get("quantization"), _declared(model)),
     )
     return setup, shape, weights_per_gpu(model, shape, setup)
+
+
+def _declared(model: dict[str, Any]) -> str | None:
+    """The quantization the checkpoint itself declares (its config's quant_method)."""
+    return (model.get("quantization_config") or {}).get("quant_method")
 
 
 def _config(model: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +141,9 @@ def _model_max(shape: ModelShape) -> int:
 
 def weights_per_gpu(model: dict[str, Any], shape: ModelShape, s: EngineSetup) -> int:
     """The checkpoint's bytes (recorded, else from the shape) sharded by tp, embeddings and
-    head counted whole on a pipeline stage; float32 loading doubles 16-bit weights."""
+    head counted whole on a pipeline stage; float32 loading doubles 16-bit weights; online
+    FP8 (`--quantization fp8` on an unquantised checkpoint) stores the decoder layers'
+    linear weights at 1 B instead of 2, as capacity_plan's weights.py does."""
     embed = shape.vocab_size * shape.hidden_size * 2
     tied = bool(model.get("tie_word_embeddings") or model.get("text_config", {}).get("tie"))
     ends = embed if tied else 2 * embed
@@ -143,6 +152,8 @@ def weights_per_gpu(model: dict[str, Any], shape: ModelShape, s: EngineSetup) ->
         if model.get("weights_total_gib")
         else _shape_bytes(model, shape, ends)
     )
+    if s.online_fp8:
+        total -= shape.layers * _linear_params(shape)
     if s.act_elem == 4 and not model.get("quantization_config"):
         total, ends = total * 2, ends * 2
     if s.pp == 1:
@@ -155,14 +166,7 @@ def _shape_bytes(model: dict[str, Any], shape: ModelShape, ends: int) -> int:
     bytes per weight: 2, fp8 and int8 1 (+ 16-bit attention where the config keeps it), int4
     0.5."""
     h, layers = shape.hidden_size, shape.layers
-    q = shape.attention_heads * shape.head_dim
-    kv = 2 * shape.kv_heads * shape.head_dim
-    attn = h * q * 2 + h * kv
-    if shape.experts:
-        inter = shape.moe_intermediate_size or shape.intermediate_size or 0
-        mlp = shape.experts * 3 * h * inter + shape.experts * h
-    else:
-        mlp = 3 * h * (shape.intermediate_size or 0)
+    attn, mlp = _attention_params(shape), _mlp_params(shape)
     method = str((model.get("quantization_config") or {}).get("quant_method", ""))
     scheme = str((model.get("quantization_config") or {}).get("scheme", ""))
     if "W4A16" in scheme:
@@ -173,6 +177,28 @@ def _shape_bytes(model: dict[str, Any], shape: ModelShape, ends: int) -> int:
         per_weight = 2.0
     attn_bytes = attn * (2.0 if "fbgemm" in method else per_weight)
     return int(layers * (attn_bytes + mlp * per_weight + 4 * h) + ends)
+
+
+def _attention_params(shape: ModelShape) -> int:
+    """q and o (hidden × heads × head_dim each), k and v (hidden × kv heads × head_dim each)."""
+    h = shape.hidden_size
+    return h * shape.attention_heads * shape.head_dim * 2 + h * 2 * shape.kv_heads * shape.head_dim
+
+
+def _mlp_params(shape: ModelShape) -> int:
+    """gate, up and down per expert (or once, dense), with the router's hidden × experts."""
+    h = shape.hidden_size
+    if shape.experts:
+        inter = shape.moe_intermediate_size or shape.intermediate_size or 0
+        return shape.experts * 3 * h * inter + shape.experts * h
+    return 3 * h * (shape.intermediate_size or 0)
+
+
+def _linear_params(shape: ModelShape) -> int:
+    """One decoder layer's linear weights, the part online FP8 stores at 1 B (the router
+    stays 16-bit)."""
+    router = shape.hidden_size * shape.experts if shape.experts else 0
+    return _attention_params(shape) + _mlp_params(shape) - router
 
 
 def summary(values: list[float]) -> tuple[float, float]:

@@ -16,6 +16,7 @@ from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.capacity.launch_check import launch_input
 from sleuth.tools.capacity.plan import CapacityPlan
 from sleuth.tools.context import ToolContext
 from sleuth.tools.environment.gpu_info import GpuInventory
@@ -476,3 +477,171 @@ def test_an_engine_outside_the_roots_still_picks_its_releases_rule(
         execute(ToolContext(hosts={"local": newer}), "capacity_plan", args).data["verdict"]
         == "fits"
     )  # without an install: 0.5.23's rule, the weight-only fallback
+
+
+# ---------------------------------------------------------------- online FP8 (--quantization fp8)
+
+TINY = {
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+    "max_position_embeddings": 4096, "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+}  # fmt: skip
+LINEAR = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+          "gate_proj.weight", "up_proj.weight", "down_proj.weight")  # fmt: skip
+
+
+def tiny_tensors(dtype: str = "BF16") -> dict[str, fx.Spec]:
+    """A two-layer Qwen2-shaped checkpoint (biased q/k/v) whose linear weights are `dtype`."""
+    h, kv, inter, vocab = 64, 32, 128, 256
+    out: dict[str, fx.Spec] = {"model.embed_tokens.weight": ("BF16", [vocab, h])}
+    for i in range(2):
+        p = f"model.layers.{i}"
+        out[f"{p}.input_layernorm.weight"] = ("BF16", [h])
+        for proj, o, n in (("q_proj", h, h), ("k_proj", kv, h), ("v_proj", kv, h)):
+            out[f"{p}.self_attn.{proj}.weight"] = (dtype, [o, n])
+            out[f"{p}.self_attn.{proj}.bias"] = ("BF16", [o])
+        out[f"{p}.self_attn.o_proj.weight"] = (dtype, [h, h])
+        out[f"{p}.post_attention_layernorm.weight"] = ("BF16", [h])
+        for proj, o, n in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
+            out[f"{p}.mlp.{proj}.weight"] = (dtype, [o, n])
+    out["model.norm.weight"] = ("BF16", [h])
+    out["lm_head.weight"] = ("BF16", [vocab, h])
+    return out
+
+
+def tiny(root: Path, name: str, quant: dict[str, Any] | None = None, dtype: str = "BF16") -> Path:
+    """The tiny checkpoint with its data: one real safetensors file and its config.json."""
+    folder = root / name
+    folder.mkdir()
+    fx.write_safetensors(folder / "model.safetensors", tiny_tensors(dtype))
+    fx.write_config(folder, {**TINY, **({"quantization_config": quant} if quant else {})})
+    return folder
+
+
+def is_linear(name: str) -> bool:
+    return name.startswith("model.layers.") and name.endswith(LINEAR)
+
+
+@pytest.mark.parametrize(
+    ("engine", "rule"),
+    [
+        ("vllm", "vllm 0.19.0 vllm/model_executor/layers/quantization/fp8.py:547"),
+        ("sglang", "sglang 0.5.23 python/sglang/srt/layers/quantization/fp8.py:1160"),
+    ],
+)
+def test_online_fp8_counts_the_decoder_linear_weights_at_one_byte(
+    tmp_path: Path, engine: str, rule: str
+) -> None:
+    tiny(tmp_path, "tiny")
+    tensors = tiny_tensors()
+    linear = {n: s for n, s in tensors.items() if is_linear(n)}
+    kept = {n: s for n, s in tensors.items() if not is_linear(n)}
+    args = {"gpus": "1xH100", "engine": engine, "mem_fraction": 0.9}
+    bf16 = plan(tmp_path, "tiny", **args)
+    fp8 = plan(tmp_path, "tiny", **args, quantization="fp8")
+    # Embeddings, lm_head, norms and biases as stored; each linear weight 1 B an element.
+    elements = sum(fx.nbytes(*s) // 2 for s in linear.values())
+    assert fp8["weight_bytes_per_gpu"] == sum(fx.nbytes(*s) for s in kept.values()) + elements
+    assert bf16["weight_bytes_per_gpu"] - fp8["weight_bytes_per_gpu"] == elements
+    assert fp8["weight_bytes_total"] == bf16["weight_bytes_total"]  # the checkpoint's own
+    assert fp8["pool"]["kv_pool_bytes"] - bf16["pool"]["kv_pool_bytes"] == elements
+    check = reason(fp8, "online_quantization")
+    assert (
+        check["ok"]
+        and f"the decoder layers' {len(linear)} linear weight tensors" in (check["detail"])
+    )
+    assert "embeddings, lm_head, norms, biases and routers stay bfloat16" in check["detail"]
+    assert rule in [e["source"] for e in check["evidence"]]
+    # The engine's fp8 method now runs, so its capability floor is checked too.
+    assert fp8["quant_method"] == "fp8" and reason(fp8, "quantization_on_gpu")["ok"]
+    (term,) = [t for t in fp8["engine_account"]["terms"] if t["name"] == "weights"]
+    assert term["bytes"] == fp8["weight_bytes_per_gpu"] and rule in term["source"]
+    assert "the decoder layers' linear weights at 1 B each" in term["how"]
+    out = fp8["_output"]
+    assert "--quantization fp8" in out.splitlines()[0]
+    assert f"  - weights: {term['bytes']:,} B" in out and "[ok] online_quantization:" in out
+    assert "online_quantization" not in bf16["_output"]
+
+
+def test_online_fp8_on_llama_70b_halves_only_the_layers_sharded_by_tp(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine="vllm", quantization="fp8")
+    # Per GPU at tp 8, as the bf16 plan but each linear weight at 1 B: q and o 8192 × 8192 ÷ 8,
+    # k and v 1024 × 8192 ÷ 8, gate, up and down 28672 × 8192 ÷ 8; the two norms (16,384 B
+    # each), embeddings and lm_head (262,668,288 B each) and the final norm unchanged.
+    per_layer = 2 * 8_388_608 + 2 * 1_048_576 + 3 * 29_360_128 + 2 * 16_384
+    assert data["weight_bytes_per_gpu"] == 80 * per_layer + 2 * 262_668_288 + 16_384
+    assert data["verdict"] == "fits"
+
+
+def test_online_fp8_stores_fused_experts_at_one_byte_and_keeps_routers_and_biases(
+    models: Path,
+) -> None:
+    data = plan(models, "gpt-oss-20b-BF16", gpus="1xH200", engine="vllm", quantization="fp8")
+    matrices = (".q_proj.weight", ".k_proj.weight", ".v_proj.weight", ".o_proj.weight",
+                ".experts.gate_up_proj", ".experts.down_proj")  # fmt: skip
+    total = sum(
+        fx.nbytes(*s) // 2 if n.endswith(matrices) else fx.nbytes(*s)
+        for n, s in fx.gpt_oss_20b_tensors().items()
+    )
+    # The 3-D expert tensors at 1 B; router weights and biases, the 2-D expert biases, sinks,
+    # norms, embeddings and lm_head as stored.
+    assert data["weight_bytes_per_gpu"] == total
+    assert (
+        "the decoder layers' 144 linear weight tensors"
+        in reason(data, "online_quantization")["detail"]
+    )
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_checkpoint_that_declares_fp8_or_modelopt_is_not_requantised(
+    models: Path, tmp_path: Path, engine: str
+) -> None:
+    own = plan(models, "Llama-3-70B-FP8", gpus="8xH100", tp=8, engine=engine)
+    given = plan(models, "Llama-3-70B-FP8", gpus="8xH100", tp=8, engine=engine, quantization="fp8")
+    assert given["weight_bytes_per_gpu"] == own["weight_bytes_per_gpu"]
+    check = reason(given, "online_quantization")
+    assert check["ok"] and "nothing is re-quantised" in check["detail"]
+    assert f"declares {own['quant_method']}" in check["detail"]
+    assert given["verdict"] == own["verdict"] == "fits"
+    tiny(tmp_path, "tiny-fp8", {"quant_method": "fp8", "activation_scheme": "dynamic"}, "F8_E4M3")
+    fp8_args = {"gpus": "1xH100", "engine": engine}
+    serialized = plan(tmp_path, "tiny-fp8", **fp8_args, quantization="fp8")
+    assert (
+        serialized["weight_bytes_per_gpu"]
+        == plan(tmp_path, "tiny-fp8", **fp8_args)["weight_bytes_per_gpu"]
+    )
+    assert reason(serialized, "online_quantization")["ok"]
+    (term,) = [t for t in serialized["engine_account"]["terms"] if t["name"] == "weights"]
+    assert "1 B each" not in term["how"]
+
+
+@pytest.mark.parametrize(
+    ("engine", "rule"),
+    [
+        ("vllm", "vllm 0.19.0 vllm/config/model.py:989"),
+        ("sglang", "sglang 0.5.23 python/sglang/srt/configs/model_config.py:2143"),
+    ],
+)
+def test_fp8_on_a_checkpoint_of_another_method_is_refused_as_the_engine_does(
+    tmp_path: Path, engine: str, rule: str
+) -> None:
+    tiny(tmp_path, "tiny-ct", {"quant_method": "compressed-tensors", "format": "int-quantized"})
+    data = plan(tmp_path, "tiny-ct", gpus="1xH100", engine=engine, quantization="fp8")
+    check = reason(data, "online_quantization")
+    assert not check["ok"] and "declares compressed-tensors" in check["detail"]
+    assert check["evidence"][0]["source"] == rule
+    assert "does not match the quantization method" in check["evidence"][0]["quote"]
+    assert data["verdict"] == "incompatible"
+    assert data["max_kv_tokens"] > 0  # the numbers are still there
+
+
+def test_a_launch_with_quantization_fp8_is_planned_with_it(models: Path) -> None:
+    path = str(models / "Llama-3-70B")
+    argv = ["vllm", "serve", "M", "--tensor-parallel-size", "8", "--quantization", "fp8"]
+    assert launch_input("vllm", path, argv, {}).quantization == "fp8"
+    assert launch_input("sglang", path, ["--tp", "8", "--quantization=fp8"], {}).quantization == (
+        "fp8"
+    )
+    # Another method is the checkpoint's to declare: the launch's flag is not an input.
+    assert launch_input("vllm", path, ["--quantization", "awq"], {}).quantization is None

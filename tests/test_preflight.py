@@ -533,3 +533,17 @@ def test_sleuth_preflight_exits_1_on_a_launch_that_would_fail_and_records_it(
     assert Path(got["transcript"]).is_file()
     fine = CliRunner().invoke(app, [*args[:-1], "--max-model-len=4096"])
     assert fine.exit_code == 0, fine.output
+
+
+def test_weights_fit_counts_online_fp8_linear_weights_at_one_byte(world: World) -> None:
+    # gemma-3-12b-sized linear weights (22.5 GiB in bf16) on a 16 GB GPU: too big as stored,
+    # 11.25 GiB once --quantization fp8 stores them as FP8 as they load.
+    CASES["056-sglang-oom_weights.log"](world)
+    ctx = local_ctx(world)
+    stored, _ = run(ctx, "local", world.args)
+    online, _ = run(ctx, "local", {**world.args, "extra_args": ["--quantization", "fp8"]})
+    (before,) = [c for c in stored["checks"] if c["name"] == "weights_fit"]
+    (after,) = [c for c in online["checks"] if c["name"] == "weights_fit"]
+    assert before["status"] == "fail" and before["detail"].startswith("22.50 GiB of weights")
+    assert after["status"] == "pass", after
+    assert after["detail"].startswith("11.25 GiB of weights per GPU (tp 1, pp 1, linear layers")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from sleuth.tools.capacity import kv_blocks
+from sleuth.tools.capacity import kv_blocks, online_quant
 from sleuth.tools.capacity.engine_setup import EngineSetup
 from sleuth.tools.capacity.model import ModelShape
 from sleuth.tools.capacity.rules import GIB, gib
@@ -66,7 +66,7 @@ def account(s: EngineSetup, shape: ModelShape, weights: int) -> KvAccount:
     else:
         budget = int(s.memory_bytes * s.fraction)
         how = f"{gib(s.memory_bytes)} (CUDA total) × {s.fraction}"
-        terms = [_weights(weights, s.engine), _rotary(s, shape)]
+        terms = [_weights(weights, s), _rotary(s, shape)]
         terms += (
             _sglang_terms(s, shape, budget - sum(t.bytes for t in terms))
             if s.engine == "sglang"
@@ -100,15 +100,17 @@ def account(s: EngineSetup, shape: ModelShape, weights: int) -> KvAccount:
     )
 
 
-def _weights(weights: int, engine: str) -> Term:
-    return Term(
-        name="weights",
-        bytes=weights,
-        how="the checkpoint's tensor bytes on this GPU, sharded as the engine shards them",
-        source=f"{SG}model_executor/model_runner.py load_model"
-        if engine == "sglang"
-        else "vllm 0.19.0 vllm/v1/worker/gpu_model_runner.py:4820 ('Model loading took')",
+def _weights(weights: int, s: EngineSetup) -> Term:
+    how = "the checkpoint's tensor bytes on this GPU, sharded as the engine shards them"
+    source = (
+        f"{SG}model_executor/model_runner.py load_model"
+        if s.engine == "sglang"
+        else "vllm 0.19.0 vllm/v1/worker/gpu_model_runner.py:4820 ('Model loading took')"
     )
+    if s.online_fp8:
+        how, rule = online_quant.weights_how(s.engine)
+        source = f"{source}; {rule}"
+    return Term(name="weights", bytes=weights, how=how, source=source)
 
 
 def _rotary(s: EngineSetup, shape: ModelShape) -> Term:

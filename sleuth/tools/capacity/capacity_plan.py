@@ -26,7 +26,7 @@ from sleuth.tools.capacity.model import (
 )
 from sleuth.tools.capacity.plan import CapacityInput, CapacityPlan, PlannedGpus, PoolTerms
 from sleuth.tools.capacity.render import plan_text
-from sleuth.tools.capacity.sizing import size
+from sleuth.tools.capacity.sizing import declared_method, size
 from sleuth.tools.capacity.source import EngineSource, confirm
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.checkpoints.summarize import summarize
@@ -108,10 +108,9 @@ def build_plan(
 ) -> CapacityPlan:
     """The plan from the built-in rules: its numbers, its reasons and their verdict."""
     s = size(args, shape, summary, gpus.spec, installed)
-    q = summary.quantization
-    method = quant_rules.engine_method(
-        q.method if q else None, q.algorithm if q else None, args.engine
-    )
+    declared = declared_method(summary, args.engine)
+    # Online FP8 runs the engine's fp8 method, whose capability floor then applies.
+    method = declared or args.quantization
     found = checks.reasons(args, shape, summary, gpus, s, method)
     floor = quant_rules.quant_rules(args.engine).get(method or "")
     return CapacityPlan(
@@ -129,6 +128,7 @@ def build_plan(
         ep=args.ep,
         context_length=s.context,
         kv_cache_dtype=args.kv_cache_dtype,
+        quantization=args.quantization,
         speculative=args.speculative,
         verdict=checks.verdict(found),
         weight_bytes_per_gpu=s.share.bytes_per_gpu,

@@ -6,11 +6,11 @@ quantisation, MTP) judged on the plan's numbers, with its evidence, and the verd
 
 from __future__ import annotations
 
-from sleuth.tools.capacity import quant_rules, rules
+from sleuth.tools.capacity import online_quant, quant_rules, rules
 from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.model import Evidence, ModelShape
 from sleuth.tools.capacity.plan import CapacityInput, CapacityPlan, PlannedGpus, Reason, Verdict
-from sleuth.tools.capacity.sizing import Sizing
+from sleuth.tools.capacity.sizing import Sizing, declared_method
 from sleuth.tools.capacity.source import EngineSource
 from sleuth.tools.checkpoints.models import CheckpointSummary
 
@@ -22,6 +22,7 @@ _INCOMPATIBLE = {
     "heads_divisible_by_tp",
     "experts_divisible_by_ep",
     "quantization_on_gpu",
+    "online_quantization",
     "kv_cache_dtype_on_gpu",
     "context_within_model",
     "mtp_weights_present",
@@ -44,6 +45,8 @@ def reasons(
         out.append(_recurrent_state(args, shape, sizing))
     out.append(_context_reason(sizing, shape.evidence))
     out += _quant_reasons(args, method, gpus, summary)
+    if args.quantization:
+        out.append(_online_quantization(args, shape, summary, sizing))
     if args.speculative != "none":
         out.append(_mtp_reason(summary, sizing.draft_layers))
     return out
@@ -242,6 +245,21 @@ def _quant_reasons(
         evidence=[gpu_ev],
     ))  # fmt: skip
     return out
+
+
+def _online_quantization(
+    args: CapacityInput, shape: ModelShape, summary: CheckpointSummary, s: Sizing
+) -> Reason:
+    """`--quantization fp8`: stored as FP8 as it loads, the checkpoint's own method, or a
+    mismatch the engine refuses."""
+    declared = declared_method(summary, args.engine)
+    ok, detail, found = online_quant.judged(args.engine, declared, s.share, shape.dtype or "16-bit")
+    return Reason(
+        check="online_quantization",
+        ok=ok,
+        detail=detail,
+        evidence=[rule_evidence(r) for r in found],
+    )
 
 
 def _quant_floor(

@@ -42,6 +42,9 @@ class EngineSetup(BaseModel):
     act_elem: int
     """Bytes of one activation value (the model's dtype)."""
     enforce_eager: bool = False
+    online_fp8: bool = False
+    """`--quantization fp8` on an unquantised checkpoint: the weights are its linear layers'
+    at 1 B as they load (only the weights term's text depends on it)."""
     cpu_kv_space_bytes: int = 0
     """vLLM CPU backend: VLLM_CPU_KVCACHE_SPACE GiB, the KV cache's whole budget."""
     draft_layers: int = 0

@@ -33,6 +33,10 @@ _FLAGS = {
     "--tensor-parallel-size": "tp",
     "--tp": "tp",
     "--pipeline-parallel-size": "pp",
+    # Only fp8 changes what the weights weigh as they load (online_quant.py); a checkpoint's own
+    # method is read from the checkpoint.
+    "--quantization": "quantization",
+    "-q": "quantization",
 }
 
 
@@ -104,8 +108,8 @@ def check_launch(
 def launch_input(
     engine: str, model_path: str, argv: list[str], env: dict[str, str]
 ) -> CapacityInput:
-    """capacity_plan's input for a launch: its engine flags, and for vLLM's CPU build the KV
-    space from VLLM_CPU_KVCACHE_SPACE."""
+    """capacity_plan's input for a launch: its engine flags (`--quantization fp8` among them),
+    and for vLLM's CPU build the KV space from VLLM_CPU_KVCACHE_SPACE."""
     fields: dict[str, object] = {"model_dir": model_path, "engine": engine}
     for i, arg in enumerate(argv):
         flag, eq, value = arg.partition("=")
@@ -115,7 +119,8 @@ def launch_input(
                 fields["enforce_eager"] = True
             continue
         text = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-        fields[field] = text
+        if field != "quantization" or text == "fp8":
+            fields[field] = text
     if "VLLM_CPU_KVCACHE_SPACE" in env and engine == "vllm":
         fields["gpus"] = "cpu"
         fields["cpu_kv_space_gib"] = env["VLLM_CPU_KVCACHE_SPACE"]

@@ -33,6 +33,13 @@ class CapacityInput(ToolInput):
         None, ge=1, description="Tokens per request; default: the model's maximum."
     )
     kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp4"] = "auto"
+    quantization: Literal["fp8"] | None = Field(
+        None,
+        description="The engine's `--quantization fp8` on an unquantised bf16/fp16 checkpoint: "
+        "linear layers' weights stored as FP8 as they load (embeddings, lm_head, norms and "
+        "routers keep the checkpoint's dtype). A checkpoint that declares its own quantization "
+        "is not re-quantised: its method governs, or the engine refuses the mismatch.",
+    )
     mem_fraction: float | None = Field(
         None,
         gt=0,
@@ -109,6 +116,8 @@ class CapacityPlan(BaseModel):
     ep: int
     context_length: int
     kv_cache_dtype: str
+    quantization: str | None = None
+    """The engine's --quantization as given (fp8), whether or not it re-quantises."""
     speculative: str
     verdict: Verdict
     weight_bytes_per_gpu: int

@@ -12,7 +12,8 @@ def plan_text(p: CapacityPlan) -> str:
         f"capacity_plan {p.model_dir}: {p.engine} tp={p.tp} pp={p.pp} dp={p.dp} ep={p.ep} on "
         f"{p.gpu_count}× {p.gpu.smi_name} ({p.gpu.memory_mib} MiB, compute capability "
         f"{p.gpu.compute_capability}; {p.gpus_from}), context {p.context_length:,}, KV "
-        f"{p.kv_cache_dtype}, speculative {p.speculative}",
+        f"{p.kv_cache_dtype}, speculative {p.speculative}"
+        + (f", --quantization {p.quantization}" if p.quantization else ""),
         f"verdict: {p.verdict}",
         *([f"answer ({p.inverse.question}): {p.inverse.answer}"] if p.inverse else []),
         f"weight bytes per GPU: {p.weight_bytes_per_gpu:,} ({gib(p.weight_bytes_per_gpu)}) "

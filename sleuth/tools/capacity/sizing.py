@@ -20,7 +20,9 @@ from sleuth.tools.capacity.engine_setup import (
 )
 from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.model import ModelShape, max_context
+from sleuth.tools.capacity.online_quant import online_fp8
 from sleuth.tools.capacity.plan import CapacityInput
+from sleuth.tools.capacity.quant_rules import engine_method
 from sleuth.tools.capacity.rules import GIB, MIB
 from sleuth.tools.capacity.weights import WeightShare, weights_per_gpu
 from sleuth.tools.checkpoints.models import CheckpointSummary
@@ -62,6 +64,7 @@ def size(
     needs `context_length`. `installed` is the engine's version on the host, if known."""
     mtp = summary.mtp
     draft_layers = (mtp.declared_layers or 0) if args.speculative != "none" else 0
+    online = online_fp8(args.quantization, declared_method(summary, args.engine))
     share = weights_per_gpu(
         summary.weight_map,
         tp=args.tp,
@@ -70,6 +73,7 @@ def size(
         kv_heads=shape.kv_heads,
         with_mtp=args.speculative != "none",
         deepseek_mtp_bytes=mtp.bytes if "deepseek" in mtp.conventions else 0,
+        online_fp8=online,
     )
     elem, fp4 = rules.kv_dtype_bytes(args.kv_cache_dtype, shape.dtype)
     cell = _kv_cell(args, shape, elem, fp4, draft_layers)
@@ -78,7 +82,9 @@ def size(
     context = args.context_length or model_max or 0
     if not context:
         raise ToolError("config.json has no max_position_embeddings; pass context_length")
-    setup = engine_setup(args, shape, gpu, fraction.value, context, elem, draft_layers, installed)
+    setup = engine_setup(
+        args, shape, gpu, fraction.value, context, elem, draft_layers, installed, online
+    )
     acc = account(setup, shape, share.bytes_per_gpu)
     state = _recurrent_state(shape, args.tp, elem)
     state_total = next((t.bytes for t in acc.terms if t.name.startswith("Mamba")), 0)
@@ -103,6 +109,12 @@ def size(
     )
 
 
+def declared_method(summary: CheckpointSummary, engine: rules.Engine) -> str | None:
+    """The engine's name for the quantization the checkpoint declares; None if unquantised."""
+    q = summary.quantization
+    return engine_method(q.method, q.algorithm, engine) if q else None
+
+
 def engine_setup(
     args: CapacityInput,
     shape: ModelShape,
@@ -112,6 +124,7 @@ def engine_setup(
     elem: int,
     draft_layers: int,
     installed: str | None,
+    online_fp8: bool = False,
 ) -> EngineSetup:
     """What the engine sizes from: the input where given, else the engine's own defaults."""
     cpu = gpu.key == "CPU"
@@ -139,6 +152,7 @@ def engine_setup(
         enforce_eager=args.enforce_eager,
         cpu_kv_space_bytes=args.cpu_kv_space_gib * GIB if cpu else 0,
         draft_layers=draft_layers,
+        online_fp8=online_fp8,
     )
 
 

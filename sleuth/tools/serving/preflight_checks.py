@@ -16,7 +16,8 @@ from pydantic import BaseModel
 from sleuth.hosts.host import HostError
 from sleuth.tools.capacity import rules
 from sleuth.tools.capacity.model import ModelConfigError, ModelShape, model_shape
-from sleuth.tools.capacity.quant_rules import engine_method
+from sleuth.tools.capacity.online_quant import online_fp8
+from sleuth.tools.capacity.sizing import declared_method
 from sleuth.tools.capacity.weights import weights_per_gpu
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.diagnose_rules import Confidence, FailureKind
@@ -319,10 +320,13 @@ def _architecture(facts: Facts) -> PreflightCheck:
 def quant_method(facts: Facts) -> str | None:
     """The engine's name for the quantisation (as given on the command line, else the one the
     checkpoint declares), as its capability rules are keyed."""
-    q = facts.summary.quantization if facts.summary else None
+    return facts.settings.quantization or _declared(facts)
+
+
+def _declared(facts: Facts) -> str | None:
+    """The engine's name for the quantization the checkpoint itself declares."""
     engine: rules.Engine = "sglang" if facts.settings.engine == "sglang" else "vllm"
-    declared = engine_method(q.method, q.algorithm, engine) if q else None
-    return facts.settings.quantization or declared
+    return declared_method(facts.summary, engine) if facts.summary else None
 
 
 def effective_dtype(facts: Facts) -> str:
@@ -378,6 +382,7 @@ def _weights_fit(facts: Facts, shape: ModelShape | None) -> PreflightCheck:
         ep=st.ep,
         kv_heads=shape.kv_heads,
         with_mtp=facts.args.speculative is not None,
+        online_fp8=online_fp8(st.quantization, _declared(facts)),
     )
     gpu = min(facts.gpus, key=lambda g: g.memory_total_mib)
     total = gpu.memory_total_mib * MIB
@@ -386,7 +391,9 @@ def _weights_fit(facts: Facts, shape: ModelShape | None) -> PreflightCheck:
         if st.engine == "sglang"
         else rules.vllm_mem_fraction().value
     )
-    need = f"{share.bytes_per_gpu / 2**30:.2f} GiB of weights per GPU (tp {st.tp}, pp {st.pp})"
+    need = f"{share.bytes_per_gpu / 2**30:.2f} GiB of weights per GPU (tp {st.tp}, pp {st.pp}" + (
+        ", linear layers as FP8: --quantization fp8)" if share.fp8_tensors else ")"
+    )
     budget = total * fraction / 2**30
     have = f"{gpu.name} has {gpu.memory_total_mib:,} MiB, × {fraction} = {budget:.2f} GiB"
     if share.bytes_per_gpu > total * fraction:
