@@ -33,28 +33,8 @@ def test_a_sleuth_tool_transcript_is_signed_and_in_the_ledger(tmp_path: Path, al
     (project / "sleuth.toml").write_text(
         f'[hosts.local]\nroots = ["{project}"]\n[sign]\nkey = "{alice.private}"\n'
     )
-    out = project / "transcripts"
-    result = sleuth(
-        project, "tool", "read_lines", f"path={project / 'notes.txt'}", "--transcripts", str(out)
-    )
-    assert result.exit_code == 0, result.output
-    (path,) = out.glob("*.jsonl")
-    code, report = verified(project, path, allow(tmp_path, [("alice@example.com", alice)]))
-    assert (code, report["verdict"], report["problems"]) == (0, "signed", [])
-    assert report["ledger"]["state"] == "match"
-    unsigned = sleuth(
-        project,
-        "tool",
-        "read_lines",
-        f"path={project / 'notes.txt'}",
-        "--transcripts",
-        str(tmp_path / "unsigned"),
-        "--no-sign",
-    )
-    (plain,) = (tmp_path / "unsigned").glob("*.jsonl")
-    assert unsigned.exit_code == 0
-    code, report = verified(project, plain, allow(tmp_path, [("alice@example.com", alice)]))
-    assert (code, report["verdict"]) == (3, "integrity_only")
+    read = ["tool", "read_lines", f"path={project / 'notes.txt'}"]
+    signed_and_not(tmp_path, alice, project, read)
 
 
 def test_a_sleuth_preflight_transcript_is_signed_and_in_the_ledger(
@@ -67,42 +47,37 @@ def test_a_sleuth_preflight_transcript_is_signed_and_in_the_ledger(
     (project / "sleuth.toml").write_text(
         f'[hosts.local]\nroots = ["{project}"]\n[sign]\nkey = "{alice.private}"\n'
     )
-    signers = allow(tmp_path, [("alice@example.com", alice)])
-    for folder, extra, verdict in (("signed", [], "signed"), ("plain", ["--no-sign"], None)):
-        out = tmp_path / folder
-        # No engine is installed: the launch would fail (exit 1), and the check is recorded.
-        result = sleuth(project, "preflight", "vllm", str(model), "--transcripts", str(out), *extra)
-        assert result.exit_code == 1, result.output
-        (path,) = out.glob("*.jsonl")
-        code, report = verified(project, path, signers)
-        if verdict == "signed":
-            assert (code, report["verdict"], report["problems"]) == (0, "signed", [])
-            assert report["ledger"]["state"] == "match"
-        else:
-            assert (code, report["verdict"]) == (3, "integrity_only")
+    # No engine is installed: the launch would fail (exit 1), and the check is recorded.
+    signed_and_not(tmp_path, alice, project, ["preflight", "vllm", str(model)], expected_exit=1)
 
 
 def test_a_sleuth_bench_transcript_is_signed_and_in_the_ledger(tmp_path: Path, alice: Key) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "sleuth.toml").write_text(f'[sign]\nkey = "{alice.private}"\n')
-    signers = allow(tmp_path, [("alice@example.com", alice)])
     load = ["-m", "m", "-c", "1", "-n", "2", "--output-len", "4", "--input-len", "4"]
+    results = ["--warmup", "0", "--out-dir", str(tmp_path / "results")]
     with synthetic_server({"m": {"ttft_ms": 5, "itl_ms": 1.0}}, realtime=False) as url:
-        for folder, extra, verdict in (("signed", [], "signed"), ("plain", ["--no-sign"], None)):
-            out = tmp_path / folder
-            result = sleuth(
-                project, "bench", url, *load, "--warmup", "0", "--out-dir",
-                str(tmp_path / "results"), "--transcripts", str(out), *extra,
-            )  # fmt: skip
-            assert result.exit_code == 0, result.output
-            (path,) = out.glob("*.jsonl")
-            code, report = verified(project, path, signers)
-            if verdict == "signed":
-                assert (code, report["verdict"], report["problems"]) == (0, "signed", [])
-                assert report["ledger"]["state"] == "match"
-            else:
-                assert (code, report["verdict"]) == (3, "integrity_only")
+        signed_and_not(tmp_path, alice, project, ["bench", url, *load, *results])
+
+
+def signed_and_not(
+    tmp_path: Path, alice: Key, project: Path, command: list[str], expected_exit: int = 0
+) -> None:
+    """The command's one-call transcript is signed and in the ledger; with --no-sign it
+    verifies as integrity only."""
+    signers = allow(tmp_path, [("alice@example.com", alice)])
+    for folder, extra in (("signed", []), ("plain", ["--no-sign"])):
+        out = tmp_path / folder
+        result = sleuth(project, *command, "--transcripts", str(out), *extra)
+        assert result.exit_code == expected_exit, result.output
+        (path,) = out.glob("*.jsonl")
+        code, report = verified(project, path, signers)
+        if not extra:
+            assert (code, report["verdict"], report["problems"]) == (0, "signed", [])
+            assert report["ledger"]["state"] == "match"
+        else:
+            assert (code, report["verdict"]) == (3, "integrity_only")
 
 
 def test_an_mcp_session_is_signed_after_each_call_and_at_its_end(
