@@ -149,7 +149,12 @@ def _config_text(root: Path) -> str:
 
 
 def _replay_and_verify(results: list[RunResult], ctx: ToolContext) -> dict[str, bool]:
-    checks = {f"verify {Path(r.transcript).name}": verify(Path(r.transcript)).ok for r in results}
+    checks = {}
+    for r in results:
+        report = verify(Path(r.transcript))
+        # Intact is not proven: say why an unsigned run is integrity only, as `verify` does.
+        why = f" (integrity only: {report.integrity_only})" if report.integrity_only else ""
+        checks[f"verify {Path(r.transcript).name}{why}"] = report.ok
     first = results[0].transcript
     checks[f"replay {Path(first).name}"] = replay(first, brain=PlaybookBrain()).ok
     checks[f"replay --live {Path(first).name}"] = replay(first, live_ctx=ctx).ok
