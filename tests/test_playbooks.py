@@ -261,7 +261,9 @@ def test_serve_and_benchmark_runs_only_with_permission(
         allow=["launch_server", "stop_server", "run_benchmark"],
     )
     ctx = ToolContext(
-        hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())}, approver=approver
+        hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())},
+        approver=approver,
+        results_dir=tmp_path / "results",  # not the checkout's bench-results/
     )
     port = free_port()
     question = (
