@@ -90,6 +90,17 @@ class McpProject:
             env["HOME"] = str(self.home)
         return env
 
+    def cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        """`sleuth ARGS` run in the project, as its user would (wide, so nothing wraps)."""
+        return subprocess.run(
+            [sys.executable, "-m", "sleuth.cli", *args],
+            cwd=self.root,
+            env={**self.env(), "COLUMNS": "200"},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
     def argv(self, *extra: str) -> list[str]:
         return [sys.executable, "-m", "sleuth.cli", "mcp", *extra]
 

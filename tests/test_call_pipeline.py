@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,17 +80,6 @@ def comparable(events: list[Event]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda e: json.dumps(e, sort_keys=True))
 
 
-def sleuth_cli(project: McpProject, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sleuth.cli", *args],
-        cwd=project.root,
-        env={**project.env(), "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> McpProject:
     made = McpProject.create(tmp_path, allow=["stop_server"])
@@ -108,7 +95,7 @@ def test_every_caller_records_the_same_events(project: McpProject, tmp_path: Pat
     tool_events: list[Event] = []
     for name, args in CALLS:
         pairs = [f"{k}={v}" for k, v in args.items() if k != "host"]
-        done = sleuth_cli(project, "tool", name, *pairs, "--transcripts", str(tool_dir))
+        done = project.cli("tool", name, *pairs, "--transcripts", str(tool_dir))
         assert done.returncode in (0, 1), done.stderr
     for path in sorted(tool_dir.glob("*.jsonl")):
         tool_events += load(path).events
@@ -146,18 +133,18 @@ def test_a_sleuth_tool_transcript_replays_its_call(
     project: McpProject, tmp_path: Path, live: bool
 ) -> None:
     folder = tmp_path / "t"
-    done = sleuth_cli(project, "tool", "read_lines", "path=notes.txt", "--transcripts", str(folder))
+    done = project.cli("tool", "read_lines", "path=notes.txt", "--transcripts", str(folder))
     assert done.returncode == 0, done.stderr
     [path] = folder.glob("*.jsonl")
     args = ["replay", str(path), "--json", *(["--live"] if live else [])]
-    same = sleuth_cli(project, *args)
+    same = project.cli(*args)
     assert same.returncode == 0, same.stdout + same.stderr
     report = json.loads(same.stdout)
     assert report["ok"] and report["divergence"] is None
     if live:
         assert [(c["tool"], c["same"]) for c in report["calls"]] == [("read_lines", True)]
         (project.root / "notes.txt").write_text("line one\nline two\nmagic word 77\n")
-        drifted = sleuth_cli(project, *args)
+        drifted = project.cli(*args)
         assert drifted.returncode == 1
         [call] = json.loads(drifted.stdout)["calls"]
         assert not call["same"] and "magic word 77" in call["diff"]

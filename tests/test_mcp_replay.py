@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -13,17 +11,6 @@ import pytest
 
 from sleuth.agent.replay.run import replay
 from tests.mcp_support import McpProject, call_id_of
-
-
-def sleuth(project: McpProject, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sleuth.cli", *args],
-        cwd=project.root,
-        env={**project.env(), "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.fixture
@@ -60,7 +47,7 @@ def test_offline_replay_regrounds_the_recorded_calls_and_gets_the_same_findings(
     assert [f.grounded for f in result.findings] == [True, False]
     assert result.findings == result.recorded_findings
 
-    shown = sleuth(project, "replay", str(path))
+    shown = project.cli("replay", str(path))
     assert shown.returncode == 0, shown.stderr
     assert "SAME" in shown.stdout
 
@@ -69,11 +56,11 @@ def test_an_edited_mcp_transcript_fails_verify_at_the_edited_line(
     recorded: tuple[McpProject, Path],
 ) -> None:
     project, path = recorded
-    assert sleuth(project, "verify", str(path)).returncode == 3  # intact, unsigned
+    assert project.cli("verify", str(path)).returncode == 3  # intact, unsigned
     lines = path.read_text().splitlines()
     lines[1] = lines[1].replace("magic word 42", "magic word 43")
     path.write_text("\n".join(lines) + "\n")
-    verified = sleuth(project, "verify", str(path))
+    verified = project.cli("verify", str(path))
     assert verified.returncode == 1 and "from line 2" in verified.stdout
 
 
@@ -81,12 +68,12 @@ def test_live_replay_reports_the_changed_file_and_the_finding_that_no_longer_hol
     recorded: tuple[McpProject, Path],
 ) -> None:
     project, path = recorded
-    same = sleuth(project, "replay", str(path), "--live", "--json")
+    same = project.cli("replay", str(path), "--live", "--json")
     assert same.returncode == 0, same.stdout + same.stderr
     (project.root / "notes.txt").write_text(
         "line one\nline two\nmagic word 77\n"
     )  # same size: list_dir stays the same
-    drifted = sleuth(project, "replay", str(path), "--live", "--json")
+    drifted = project.cli("replay", str(path), "--live", "--json")
     assert drifted.returncode == 1
     report = json.loads(drifted.stdout)
     assert report["mode"] == "live" and report["drifted"]
@@ -100,7 +87,7 @@ def test_live_replay_reports_the_changed_file_and_the_finding_that_no_longer_hol
 def test_show_renders_an_mcp_session(recorded: tuple[McpProject, Path]) -> None:
     project, path = recorded
     for fmt in ("md", "json"):
-        shown = sleuth(project, "show", str(path), "--format", fmt)
+        shown = project.cli("show", str(path), "--format", fmt)
         assert shown.returncode == 0, shown.stderr
         assert "magic word 42" in shown.stdout
     assert os.path.getsize(path) > 0

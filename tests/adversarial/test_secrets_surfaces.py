@@ -19,8 +19,6 @@ No 8 characters in a row of any canary may appear on any surface.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -184,20 +182,9 @@ def _launch_args(c: Corpus) -> dict[str, Any]:
 # ---- surface 1: `sleuth tool NAME --json`, one process per call ---------------------------
 
 
-def _sleuth(project: McpProject, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sleuth.cli", *args],
-        cwd=project.root,
-        env={**project.env(), "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-
-
 def _tool_json(project: McpProject, host: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
     pairs = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in args.items()]
-    run = _sleuth(project, "tool", name, *pairs, "--host", host, "--yes", "--json")
+    run = project.cli("tool", name, *pairs, "--host", host, "--yes", "--json")
     assert run.stdout, run.stderr
     out: dict[str, Any] = json.loads(run.stdout)
     out["_printed"] = run.stdout + run.stderr
@@ -271,7 +258,7 @@ def test_no_canary_leaves_by_any_surface_on_either_host(world: tuple[McpProject,
     assert len(transcripts) == len(cli) + 1  # a transcript per `sleuth tool`, one for MCP
     # One MCP transcript is shown by the real command line too, not only through typer.
     subprocess_shown = [
-        _sleuth(project, "show", str(transcripts[-1]), "--format", f).stdout for f in FORMATS
+        project.cli("show", str(transcripts[-1]), "--format", f).stdout for f in FORMATS
     ]
     surfaces = {
         "sleuth tool --json": [r["_printed"] for r in cli],
