@@ -51,6 +51,21 @@ def sleuth(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str
     )
 
 
+def ask_claude(
+    project: Path, api_url: str, receiver_url: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """`sleuth ask` through the Anthropic SDK against the scripted API, exporting to the
+    receiver."""
+    return sleuth(
+        project,
+        "ask",
+        "Is MTP declared?",
+        *("--model", "claude-test", "--json", "--otlp-endpoint", receiver_url, *extra),
+        ANTHROPIC_BASE_URL=api_url,
+        ANTHROPIC_API_KEY=KEY,
+    )
+
+
 @pytest.fixture
 def demo(tmp_path: Path) -> Path:
     build_demo(tmp_path / "deployment")
@@ -168,20 +183,8 @@ def nanos(ts: str) -> int:
 def test_claude_through_the_sdk_exports_chat_and_tool_spans_and_no_secret_by_default(
     claude_project: Path,
 ) -> None:
-    env = {"ANTHROPIC_API_KEY": KEY}
     with ScriptedAPI(claude_script()) as api, OtlpReceiver() as receiver:
-        done = sleuth(
-            claude_project,
-            "ask",
-            "Is MTP declared?",
-            "--model",
-            "claude-test",
-            "--json",
-            "--otlp-endpoint",
-            receiver.url,
-            ANTHROPIC_BASE_URL=api.url,
-            **env,
-        )
+        done = ask_claude(claude_project, api.url, receiver.url)
     path = transcript_of(done, claude_project)
     turns = [e for e in load(path).events if e.type == "model_turn"]
     named = by_name(receiver.spans())
@@ -220,19 +223,7 @@ def test_otel_content_exports_the_conversation_redacted_as_the_transcript_holds_
     claude_project: Path,
 ) -> None:
     with ScriptedAPI(claude_script()) as api, OtlpReceiver() as receiver:
-        done = sleuth(
-            claude_project,
-            "ask",
-            "Is MTP declared?",
-            "--model",
-            "claude-test",
-            "--json",
-            "--otlp-endpoint",
-            receiver.url,
-            "--otel-content",
-            ANTHROPIC_BASE_URL=api.url,
-            ANTHROPIC_API_KEY=KEY,
-        )
+        done = ask_claude(claude_project, api.url, receiver.url, "--otel-content")
     assert done.returncode == 0, done.stderr
     named = by_name(receiver.spans())
     [read] = named["execute_tool read_json"]
