@@ -92,6 +92,13 @@ class Exchange:
 
 
 @pytest.fixture
+def resident_only(ssh_calls: str) -> None:
+    """Only a resident program lives between calls, to be killed or hung there."""
+    if ssh_calls == "exec":
+        pytest.skip("the exec path starts a program per call: none lives between calls")
+
+
+@pytest.fixture
 def racing_tree(tmp_path: Path) -> Iterator[Path]:
     """A root whose `link` (a file) and `d` (a folder) flip, in a loop, between something
     inside the roots and something outside them that holds the canary."""
@@ -248,11 +255,10 @@ def test_a_program_other_than_the_one_sent_is_refused(
 # ---------------------------------------------------------------- crashes and hangs
 
 
+@pytest.mark.usefixtures("resident_only")
 def test_a_program_killed_mid_session_is_replaced_and_the_call_answered(
-    host: SSHHost, tmp_path: Path, ssh_calls: str
+    host: SSHHost, tmp_path: Path
 ) -> None:
-    if ssh_calls == "exec":
-        pytest.skip("the exec path starts a program per call: there is none to kill between")
     (tmp_path / "a.txt").write_text("alpha\n")
     ctx = context(host, tmp_path)
     assert "alpha" in read(ctx, "read_lines", path="a.txt").output
@@ -265,11 +271,10 @@ def test_a_program_killed_mid_session_is_replaced_and_the_call_answered(
     assert host.programs.starts == 2 and second is not None and second.pid != first.pid
 
 
+@pytest.mark.usefixtures("resident_only")
 def test_a_request_in_flight_when_the_program_dies_is_sent_again(
-    host: SSHHost, tmp_path: Path, ssh_calls: str
+    host: SSHHost, tmp_path: Path
 ) -> None:
-    if ssh_calls == "exec":
-        pytest.skip("the exec path starts a program per call: there is none to kill between")
     (tmp_path / "a.txt").write_text("alpha\n")
     ctx = context(host, tmp_path)
     assert read(ctx, "read_lines", path="a.txt").ok
@@ -282,11 +287,10 @@ def test_a_request_in_flight_when_the_program_dies_is_sent_again(
     assert host.programs.starts == 2
 
 
+@pytest.mark.usefixtures("resident_only")
 def test_a_hung_program_is_killed_replaced_and_the_call_answered(
     sshd: SSHServer, tmp_path: Path, ssh_calls: str
 ) -> None:
-    if ssh_calls == "exec":
-        pytest.skip("the exec path starts a program per call: there is none to hang between")
     (tmp_path / "a.txt").write_text("alpha\n")
     host = connect(sshd, tmp_path, ssh_calls)
     ctx = context(host, tmp_path, Limits(timeout_s=1))

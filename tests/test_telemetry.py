@@ -51,6 +51,13 @@ def sleuth(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str
     )
 
 
+def ask_demo(demo: Path, receiver_url: str) -> subprocess.CompletedProcess[str]:
+    """The demo question answered by the offline playbook, exporting to the receiver."""
+    return sleuth(
+        demo, "ask", QUESTION, "--provider", "playbook", "--json", "--otlp-endpoint", receiver_url
+    )
+
+
 def ask_claude(
     project: Path, api_url: str, receiver_url: str, *extra: str
 ) -> subprocess.CompletedProcess[str]:
@@ -117,16 +124,7 @@ def test_the_demo_playbook_run_is_one_trace_of_genai_spans_timed_by_its_transcri
     demo: Path,
 ) -> None:
     with OtlpReceiver() as receiver:
-        done = sleuth(
-            demo,
-            "ask",
-            QUESTION,
-            "--provider",
-            "playbook",
-            "--json",
-            "--otlp-endpoint",
-            receiver.url,
-        )
+        done = ask_demo(demo, receiver.url)
     path = transcript_of(done, demo)
     events = load(path).events
     start, end = events[0], events[-1]
@@ -276,16 +274,7 @@ def test_a_dead_collector_warns_once_and_never_fails_or_holds_the_run(demo: Path
 
 def test_a_collector_that_refuses_is_reported_and_the_run_still_answers(demo: Path) -> None:
     with OtlpReceiver(status=400) as receiver:
-        done = sleuth(
-            demo,
-            "ask",
-            QUESTION,
-            "--provider",
-            "playbook",
-            "--json",
-            "--otlp-endpoint",
-            receiver.url,
-        )
+        done = ask_demo(demo, receiver.url)
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("telemetry: the collector at") == 1
 
