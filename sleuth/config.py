@@ -165,18 +165,24 @@ class Budget(_Strict):
     max_turns: int = 30
     max_tool_calls: int = 120
     max_input_tokens: int = 2_000_000
+    """Prompt tokens summed over all turns, cached ones included: how much the model read."""
     max_output_tokens: int = 100_000
     max_cost_usd: float = 5.0
+    """USD, priced with the model's [prices] entry."""
     max_wall_s: float = 1_800.0
+    """Wall-clock seconds from the start of the run, resumed runs counting their past time."""
 
 
 class ModelPrice(_Strict):
     """USD per million tokens."""
 
     input: float
+    """Per million prompt tokens not read from or written to the provider's prompt cache."""
     output: float
     cache_write: float = 0.0
+    """Per million prompt tokens written to the prompt cache."""
     cache_read: float = 0.0
+    """Per million prompt tokens read from the prompt cache."""
 
 
 Provider = Literal["anthropic", "openai", "playbook"]

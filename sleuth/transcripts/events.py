@@ -127,16 +127,25 @@ class ModelResponse(BaseModel):
 
 
 class Usage(BaseModel):
+    """Tokens of one model turn, as the provider reported them."""
+
     input_tokens: int = 0
+    """Prompt tokens outside the prompt cache (the cached ones are counted below)."""
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
 
 class Retry(BaseModel):
+    """One HTTP attempt of a turn after the first."""
+
     attempt: int
+    """How many attempts had been sent before this one."""
     reason: str
+    """What failed the last attempt: `HTTP <status>` (with its retry-after) or a connection
+    error."""
     wait_s: float
+    """Seconds from the last attempt's answer (or its sending) to this attempt."""
 
 
 class ModelTurn(_Event):

@@ -87,14 +87,22 @@ class ClientLimits(BaseModel):
     cpu_share: float = 0.9
     """Client CPU seconds per wall second; the loop is one thread, so ~1.0 is saturated."""
     dispatch_lag_p99_ms: float = 10.0
+    """Open loop: how late a request left after its scheduled send time."""
     loop_lag_p99_ms: float = 20.0
+    """How late the load generator's 5 ms ticker woke: a busy event loop delays every send."""
 
 
 class TokenMismatch(BaseModel):
+    """A request whose output token count in the server's usage differs from the stream's."""
+
     index: int
+    """The request's index in the phase."""
     usage: int
+    """Output tokens by the server's usage (completion_tokens)."""
     stream: int
+    """Output tokens counted from the streamed chunks."""
     estimated: bool
+    """The stream's count was estimated from chunk text: no per-chunk usage came."""
 
 
 class SpecAcceptance(BaseModel):
@@ -111,15 +119,23 @@ class ServerDeltas(BaseModel):
 
     source: str
     prefix_cache_queries: float | None = None
+    """Tokens looked up in vLLM's prefix cache (vllm:prefix_cache_queries)."""
     prefix_cache_hits: float | None = None
     prefix_cache_hit_rate: float | None = None
+    """hits / queries; SGLang: its own sglang:cache_hit_rate gauge, read after the phase."""
     queue_time_mean_ms: float | None = None
+    """Mean time a request waited in the server's queue (queue_time_seconds sum / count)."""
     preemptions: float | None = None
+    """vLLM: requests preempted for want of KV cache (vllm:num_preemptions)."""
     retractions: float | None = None
+    """SGLang: requests retracted for want of KV cache (sglang:num_retracted_reqs)."""
 
 
 class ClientHealth(BaseModel):
+    """Whether the load generator kept up; `client_limited` makes the phase's numbers suspect."""
+
     cpu_share: float
+    """Client CPU seconds per wall second over the phase."""
     loop_lag: Dist
     dispatch_lag: Dist | None = None
     client_limited: bool
