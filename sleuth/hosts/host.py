@@ -16,7 +16,17 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import (
+    IO,
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    NotRequired,
+    Protocol,
+    TypedDict,
+    Unpack,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, Field
 
@@ -82,26 +92,29 @@ class HostFacts(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class RunOptions(TypedDict):
+    """How `Host.run` runs one command."""
+
+    timeout: float
+    """Wall-clock seconds before the command's process group is killed."""
+    max_bytes: int
+    """Stdout bytes kept; the rest is read and counted in `RunResult.stdout_cut`."""
+    stdin: NotRequired[bytes | None]
+    """Fed to the command, then closed; absent or None: no stdin."""
+    retry: NotRequired[bool]
+    """True when absent. False for commands that change the host: a dropped connection then
+    fails the call instead of running the command a second time after reconnecting."""
+
+
 @runtime_checkable
 class Host(Protocol):
     """A machine that tools can act on."""
 
     name: str
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        max_bytes: int,
-        stdin: bytes | None = None,
-        retry: bool = True,
-    ) -> RunResult:
-        """Run `argv` with a wall-clock timeout; keep at most `max_bytes` of stdout.
-
-        `retry=False` for commands that change the host: a dropped connection then fails the
-        call instead of running the command a second time after reconnecting.
-        """
+    def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> RunResult:
+        """Run `argv` (never a shell string) with a wall-clock timeout; keep at most
+        `max_bytes` of stdout."""
         ...
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
@@ -192,15 +205,8 @@ class LocalHost:
     def __init__(self, name: str = "local") -> None:
         self.name = name
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        max_bytes: int,
-        stdin: bytes | None = None,
-        retry: bool = True,
-    ) -> RunResult:
+    def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> RunResult:
+        timeout, stdin = options["timeout"], options.get("stdin")
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -215,7 +221,7 @@ class LocalHost:
                 f"{argv[0]}: command not found on host {self.name!r}", ErrorKind.COMMAND_NOT_FOUND
             ) from exc
         assert proc.stdout is not None and proc.stderr is not None
-        out = _CappedReader(proc.stdout, max_bytes)
+        out = _CappedReader(proc.stdout, options["max_bytes"])
         err = _CappedReader(proc.stderr, STDERR_CAP)
         out.start()
         err.start()

@@ -23,6 +23,7 @@ from sleuth.hosts.host import (
     CallMode,
     FileAccess,
     HostFacts,
+    RunOptions,
     RunResult,
     StatResult,
     kind_of,
@@ -77,25 +78,14 @@ class SSHHost:
 
     # -- commands --
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        max_bytes: int,
-        stdin: bytes | None = None,
-        retry: bool = True,
-    ) -> RunResult:
-        """Run `argv` on the host, killing its process group after `timeout` seconds.
-
-        `retry=False` is for commands that change the host: if the connection drops while
-        one runs, it is reported rather than run a second time.
-        """
+    def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> RunResult:
         if not argv:
             raise HostError("empty command", ErrorKind.INVALID_INPUT)
+        limits = options["timeout"], options["max_bytes"], options.get("stdin")
         start = time.monotonic()
         result, reconnected = self.conn.call(
-            lambda t: exec_argv(self.conn, t, list(argv), timeout, max_bytes, stdin), retry=retry
+            lambda t: exec_argv(self.conn, t, list(argv), *limits),
+            retry=options.get("retry", True),
         )
         result.duration_s = time.monotonic() - start
         result.reconnected = reconnected
