@@ -127,8 +127,6 @@ class ModelResponse(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens of one model turn, as the provider reported them."""
-
     input_tokens: int = 0
     """Prompt tokens outside the prompt cache (the cached ones are counted below)."""
     output_tokens: int = 0
@@ -137,8 +135,6 @@ class Usage(BaseModel):
 
 
 class Retry(BaseModel):
-    """One HTTP attempt of a turn after the first."""
-
     attempt: int
     """How many attempts had been sent before this one."""
     reason: str

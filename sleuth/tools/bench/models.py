@@ -93,8 +93,6 @@ class ClientLimits(BaseModel):
 
 
 class TokenMismatch(BaseModel):
-    """A request whose output token count in the server's usage differs from the stream's."""
-
     index: int
     """The request's index in the phase."""
     usage: int
@@ -132,8 +130,6 @@ class ServerDeltas(BaseModel):
 
 
 class ClientHealth(BaseModel):
-    """Whether the load generator kept up; `client_limited` makes the phase's numbers suspect."""
-
     cpu_share: float
     """Client CPU seconds per wall second over the phase."""
     loop_lag: Dist
