@@ -60,7 +60,9 @@ class StatResult(BaseModel):
     path: str
     kind: PathKind
     size: int = 0
+    """Bytes."""
     mtime: float = 0.0
+    """Seconds since the epoch; whole seconds over SSH (SFTP and `stat` give no fraction)."""
 
 
 FileAccess = Literal["local", "sftp", "exec"]

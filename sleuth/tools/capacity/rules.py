@@ -131,11 +131,15 @@ class KvShape(BaseModel):
     head_dim: int
     v_head_dim: int
     kv_lora_rank: int = 0
+    """MLA: the width of the compressed KV latent each layer caches per token."""
     qk_rope_head_dim: int = 0
+    """MLA: the rotary part of the key, cached beside the latent."""
     full_layers: int
     swa_layers: int = 0
     swa_kv_heads: int = 0
+    """KV heads of the sliding-window layers, in SGLang's cell; 0: the same as `kv_heads`."""
     swa_head_dim: int = 0
+    """Head size of the sliding-window layers, in SGLang's cell; 0: the same as `head_dim`."""
 
 
 class KvCell(BaseModel):
