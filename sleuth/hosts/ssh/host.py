@@ -81,10 +81,10 @@ class SSHHost:
     def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> RunResult:
         if not argv:
             raise HostError("empty command", ErrorKind.INVALID_INPUT)
-        limits = options["timeout"], options["max_bytes"], options.get("stdin")
+        timeout, max_bytes, stdin = options["timeout"], options["max_bytes"], options.get("stdin")
         start = time.monotonic()
         result, reconnected = self.conn.call(
-            lambda t: exec_argv(self.conn, t, list(argv), *limits),
+            lambda t: exec_argv(self.conn, t, list(argv), timeout, max_bytes, stdin),
             retry=options.get("retry", True),
         )
         result.duration_s = time.monotonic() - start
