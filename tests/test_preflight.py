@@ -547,3 +547,28 @@ def test_weights_fit_counts_online_fp8_linear_weights_at_one_byte(world: World) 
     assert before["status"] == "fail" and before["detail"].startswith("22.50 GiB of weights")
     assert after["status"] == "pass", after
     assert after["detail"].startswith("11.25 GiB of weights per GPU (tp 1, pp 1, linear layers")
+
+
+def test_weights_fit_leaves_out_an_unloaded_deepseek_mtp_layer_as_capacity_plan_does(
+    world: World,
+) -> None:
+    # DeepSeek-V3 keeps its MTP head as decoder layer 61; without speculative decoding no
+    # engine loads it, so preflight's weights per GPU must be capacity_plan's figure.
+    healthy(world, "vllm", "0.10.1")
+    world.gpus("NVIDIA H200", "9.0", count=8, mib=143771)
+    folder = world.root / "DeepSeek-V3"
+    fx.shaped_checkpoint(folder, fx.DEEPSEEK_V3, fx.deepseek_v3_tensors())
+    world.args.update(model_path=str(folder), tp=8)
+    ctx = local_ctx(world)
+    report, _ = run(ctx, "local", world.args)
+    (fit,) = [c for c in report["checks"] if c["name"] == "weights_fit"]
+    plan = execute(ctx, "capacity_plan", {"model_dir": str(folder), "gpus": "8xH200", "tp": 8})
+    assert plan.ok, plan.error
+    per_gpu = plan.data["weight_bytes_per_gpu"]
+    with_mtp = execute(
+        ctx,
+        "capacity_plan",
+        {"model_dir": str(folder), "gpus": "8xH200", "tp": 8, "speculative": "nextn"},
+    )
+    assert with_mtp.data["weight_bytes_per_gpu"] > per_gpu  # the layer is real and sized
+    assert fit["detail"].startswith(f"{per_gpu / 2**30:.2f} GiB of weights per GPU (tp 8"), fit

@@ -66,13 +66,12 @@ def size(
     draft_layers = (mtp.declared_layers or 0) if args.speculative != "none" else 0
     online = online_fp8(args.quantization, declared_method(summary, args.engine))
     share = weights_per_gpu(
-        summary.weight_map,
+        summary,
         tp=args.tp,
         pp=args.pp,
         ep=args.ep,
         kv_heads=shape.kv_heads,
         with_mtp=args.speculative != "none",
-        deepseek_mtp_bytes=mtp.bytes if "deepseek" in mtp.conventions else 0,
         online_fp8=online,
     )
     elem, fp4 = rules.kv_dtype_bytes(args.kv_cache_dtype, shape.dtype)

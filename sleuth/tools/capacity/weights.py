@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from sleuth.hosts.program.checkpoint_probe import DTYPE_BITS
 from sleuth.tools.capacity.model import Evidence
-from sleuth.tools.checkpoints.models import WeightPattern
+from sleuth.tools.checkpoints.models import CheckpointSummary, WeightPattern
 from sleuth.tools.checkpoints.render import pattern_line
 
 
@@ -45,14 +45,13 @@ _FLOAT16 = {"BF16", "F16", "F32"}
 
 
 def weights_per_gpu(
-    patterns: list[WeightPattern],
+    summary: CheckpointSummary,
     *,
     tp: int,
     pp: int,
     ep: int,
     kv_heads: int,
     with_mtp: bool,
-    deepseek_mtp_bytes: int = 0,
     online_fp8: bool = False,
 ) -> WeightShare:
     """Each pattern's real bytes divided the way the engines shard it.
@@ -63,12 +62,16 @@ def weights_per_gpu(
     Layer weights ÷ pp (a stage's share); embeddings, head and final norm counted whole, a
     bound for the first and last stage; MTP only when loaded. `online_fp8` (`--quantization
     fp8` on an unquantised checkpoint): the decoder layers' 16/32-bit weight matrices at 1 B.
+    A DeepSeek-convention MTP layer sits among the decoder layers (`layers.<n>`) and counts
+    as MTP, not as a layer, so capacity and preflight size it the same way.
     """
+    mtp_facts = summary.mtp
+    deepseek_mtp_bytes = mtp_facts.bytes if "deepseek" in mtp_facts.conventions else 0
     total = replicated = experts = mtp = 0
     fp8 = [0, 0, 0]  # tensors, bytes as stored, bytes at 1 B
     layer_bytes = other = 0
     biggest: list[tuple[int, WeightPattern]] = []
-    for p in patterns:
+    for p in summary.weight_map:
         name = "#".join(p.parts)
         nbytes = p.count * math.prod(p.shape) * DTYPE_BITS.get(p.dtype, 16) // 8
         total += nbytes

@@ -376,7 +376,7 @@ def _weights_fit(facts: Facts, shape: ModelShape | None) -> PreflightCheck:
     if not facts.gpus or s is None or shape is None:
         return skipped("weights_fit", "no GPU or no weight map to size")
     share = weights_per_gpu(
-        s.weight_map,
+        s,
         tp=st.tp,
         pp=st.pp,
         ep=st.ep,
