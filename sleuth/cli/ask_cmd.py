@@ -37,7 +37,7 @@ from sleuth.cli.common import (
 )
 from sleuth.cli.sealing import say_warnings
 from sleuth.cli.servers_cmd import launched_by_run, print_left_running
-from sleuth.cli.shared_options import SharedOptions, shared_options
+from sleuth.cli.shared_options import EVERY_OPTION, SharedOptions, shared_options
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.outputs import AskOutput
 from sleuth.tools.context import ToolContext
@@ -102,15 +102,7 @@ PriceOutput = Annotated[
 ]
 
 
-@shared_options(
-    "accept_new_host_key",
-    "transcripts",
-    "no_sign",
-    "otlp_endpoint",
-    "otel_content",
-    "as_json",
-    "config",
-)
+@shared_options(*EVERY_OPTION)
 def ask(
     question: Question,
     hosts: HostNames = None,

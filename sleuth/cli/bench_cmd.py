@@ -24,7 +24,7 @@ from sleuth.cli.common import (
     fail,
     print_json,
 )
-from sleuth.cli.shared_options import SharedOptions, shared_options
+from sleuth.cli.shared_options import EVERY_OPTION, SharedOptions, shared_options
 from sleuth.config import LOCAL
 from sleuth.outputs import BenchGoodputOutput, BenchOutput
 from sleuth.tools.bench.bench_input import RunBenchmarkInput
@@ -126,15 +126,7 @@ def register(app: typer.Typer) -> None:
 
 
 @bench_app.command("run", help=RUN_HELP)
-@shared_options(
-    "accept_new_host_key",
-    "transcripts",
-    "no_sign",
-    "otlp_endpoint",
-    "otel_content",
-    "as_json",
-    "config",
-)
+@shared_options(*EVERY_OPTION)
 def bench(
     cli: typer.Context,
     endpoint: str = typer.Argument(..., help="Server as the host sees it: http://127.0.0.1:PORT"),

@@ -20,7 +20,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Annotated, Any, Literal, get_args, get_type_hints
 
 import typer
 
@@ -85,6 +85,8 @@ OptionName = Literal[
     "as_json",
     "config",
 ]
+EVERY_OPTION: tuple[OptionName, ...] = get_args(OptionName)
+"""For the commands that take them all (ask, tool, bench), in the order --help lists them."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from sleuth.cli.common import (
     select_or_exit,
 )
 from sleuth.cli.host_context import person_call
-from sleuth.cli.shared_options import SharedOptions, shared_options
+from sleuth.cli.shared_options import EVERY_OPTION, SharedOptions, shared_options
 from sleuth.config import LOCAL, ConfigError, Settings
 from sleuth.errors import ErrorKind, HostError, ToolError
 from sleuth.outputs import ToolOutput
@@ -61,15 +61,7 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
-@shared_options(
-    "accept_new_host_key",
-    "transcripts",
-    "no_sign",
-    "otlp_endpoint",
-    "otel_content",
-    "as_json",
-    "config",
-)
+@shared_options(*EVERY_OPTION)
 def run_tool(
     name: Annotated[str, typer.Argument(help="Tool name; see `sleuth tools`.")],
     assignments: Annotated[
