@@ -18,22 +18,15 @@ from sleuth.agent.protocols import Brain, BrainError, Quiet
 from sleuth.agent.session import start_investigation
 from sleuth.agent.view import LiveView, findings_table
 from sleuth.cli.common import (
-    DEFAULT_TRANSCRIPTS,
     EXIT_BUDGET,
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
-    AcceptNewHostKey,
     ApproveFlag,
-    ConfigPath,
     FleetConcurrency,
     HostNames,
     HostSpecs,
-    JsonFlag,
-    OtelContent,
-    OtlpEndpoint,
     Tracing,
-    TranscriptsDir,
     approver,
     console,
     err_console,
@@ -41,12 +34,10 @@ from sleuth.cli.common import (
     plural,
     print_json,
     select_or_exit,
-    settings_or_exit,
-    telemetry,
 )
-from sleuth.cli.host_context import open_selection
-from sleuth.cli.sealing import NoSign, say_warnings, seal_for
+from sleuth.cli.sealing import say_warnings
 from sleuth.cli.servers_cmd import launched_by_run, print_left_running
+from sleuth.cli.shared_options import EVERY_OPTION, SharedOptions, shared_options
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.outputs import AskOutput
 from sleuth.tools.context import ToolContext
@@ -111,6 +102,7 @@ PriceOutput = Annotated[
 ]
 
 
+@shared_options(*EVERY_OPTION)
 def ask(
     question: Question,
     hosts: HostNames = None,
@@ -128,13 +120,8 @@ def ask(
     price_input: PriceInput = None,
     price_output: PriceOutput = None,
     yes: ApproveFlag = False,
-    accept_new_host_key: AcceptNewHostKey = False,
-    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
-    no_sign: NoSign = False,
-    otlp_endpoint: OtlpEndpoint = None,
-    otel_content: OtelContent = False,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Investigate QUESTION with tools on the hosts and print grounded findings.
 
@@ -145,12 +132,12 @@ def ask(
 
     Example: sleuth ask "do all decode nodes run the same sglang?" --hosts decode
     """
-    settings = settings_or_exit(config)
-    export = telemetry(otlp_endpoint, otel_content)
+    settings = opts.settings()
+    export = opts.tracing()
     chosen = select_or_exit(settings, hosts, fleet, fleet_concurrency)
     _apply_budget_flags(settings, max_turns, max_tool_calls, max_cost, max_wall)
-    interactive = sys.stdin.isatty() and not as_json
-    view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
+    interactive = sys.stdin.isatty() and not opts.as_json
+    view: Quiet | LiveView = Quiet() if opts.as_json else LiveView(err_console)
     pause = view.paused if isinstance(view, LiveView) else nullcontext
     try:
         brain = select_brain(
@@ -171,16 +158,18 @@ def ask(
     except BrainError as exc:
         fail(str(exc), EXIT_USAGE if exc.kind == "usage" else EXIT_ERROR)
     approve = approver(yes, interactive, pause)
-    ctx = open_selection(chosen, approver=approve, accept_new_host_key=accept_new_host_key)
+    ctx = opts.open_chosen(chosen, approve)
     note = untracked_cost_note(brain.model, price)
-    if not as_json:
+    if not opts.as_json:
         err_console.print(describe_brain(brain), markup=False, highlight=False)
         if note:
             err_console.print(f"note: {note}", markup=False, highlight=False)
     mode = "--yes" if yes else "interactive" if interactive else "deny"
-    seal = seal_for(settings, no_sign, quiet=as_json)  # says which key signs, or that none does
-    result = _investigate(question, brain, ctx, settings, transcripts, view, mode, seal, export)
-    show(result, brain.name, as_json, cost_tracked=note is None)
+    seal = opts.seal(settings)  # says which key signs, or that none does
+    result = _investigate(
+        question, brain, ctx, settings, opts.transcripts, view, mode, seal, export
+    )
+    show(result, brain.name, opts.as_json, cost_tracked=note is None)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
 
 

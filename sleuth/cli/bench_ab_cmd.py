@@ -14,22 +14,8 @@ from rich.markup import escape
 from sleuth.cli import bench_args as opt
 from sleuth.cli.bench_args import audited, headers
 from sleuth.cli.bench_tables import ab_table
-from sleuth.cli.common import (
-    DEFAULT_TRANSCRIPTS,
-    EXIT_USAGE,
-    AcceptNewHostKey,
-    ConfigPath,
-    HostName,
-    JsonFlag,
-    TranscriptsDir,
-    approver,
-    console,
-    fail,
-    print_json,
-    settings_or_exit,
-)
-from sleuth.cli.host_context import open_context
-from sleuth.cli.sealing import NoSign, seal_for
+from sleuth.cli.common import EXIT_USAGE, HostName, approver, console, fail, print_json
+from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL
 from sleuth.outputs import BenchABOutput
 from sleuth.tools.bench.ab_run import ABBenchmarkInput, ABResult, ABSide, run_ab
@@ -64,6 +50,7 @@ Example: sleuth bench ab --engine vllm --model-path /models/qwen -m /models/qwen
 """
 
 
+@shared_options("accept_new_host_key", "transcripts", "no_sign", "as_json", "config")
 def ab_cmd(
     cli: typer.Context,
     a: str | None = typer.Argument(None, help="Server A as the host sees it (or use --engine)."),
@@ -108,14 +95,11 @@ def ab_cmd(
     launch_timeout: float = typer.Option(1800.0, help="Relaunch mode: seconds to be ready."),
     yes: bool = YES,
     out_dir: Path = opt.OUT_DIR,
-    accept_new_host_key: AcceptNewHostKey = False,
-    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
-    no_sign: NoSign = False,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     # The load's options reach run_benchmark's input by name, from cli.params (load_input).
-    settings = settings_or_exit(config)
+    settings = opts.settings()
     if (a is None or b is None) == (engine is None):
         fail("give two server URLs, or --engine and --model-path to launch each side", EXIT_USAGE)
     load = opt.load_input(cli.params, endpoint=a or f"http://127.0.0.1:{port}")
@@ -128,21 +112,21 @@ def ab_cmd(
     args = _ab_input(host, side_a, side_b, load.model_dump(exclude={"host", "endpoint"}), repeats)
     args = args.model_copy(update={"level": level, "min_effect": min_effect})
     approve = approver(yes, sys.stdin.isatty())
-    ctx = open_context(settings, [host], approver=approve, accept_new_host_key=accept_new_host_key)
+    ctx = opts.open_hosts(settings, [host], approve)
     ctx.results_dir = out_dir
     sent = headers(header, api_key)
-    seal = seal_for(settings, no_sign, quiet=as_json)  # says which key signs, or that none does
+    seal = opts.seal(settings)  # says which key signs, or that none does
     status = f"A/B on {host}: {repeats} runs of each side in ABBA order"
     result, transcript = audited(
         ctx,
         "ab_benchmark",
         args,
         status,
-        transcripts,
+        opts.transcripts,
         lambda run_ctx: run_ab(run_ctx, args, sent),  # its relaunches: calls of their own
         seal,
     )
-    _show(ABResult.model_validate(result.data), transcript, as_json)
+    _show(ABResult.model_validate(result.data), transcript, opts.as_json)
 
 
 def _launch(

@@ -16,25 +16,15 @@ from sleuth.cli.bench_ab_cmd import AB_HELP, ab_cmd
 from sleuth.cli.bench_args import audited, floats, headers
 from sleuth.cli.bench_tables import compare_table, repeats_table, run_table, search_table
 from sleuth.cli.common import (
-    DEFAULT_TRANSCRIPTS,
     EXIT_ERROR,
     EXIT_USAGE,
-    AcceptNewHostKey,
-    ConfigPath,
     HostName,
-    JsonFlag,
-    OtelContent,
-    OtlpEndpoint,
     Tracing,
-    TranscriptsDir,
     console,
     fail,
     print_json,
-    settings_or_exit,
-    telemetry,
 )
-from sleuth.cli.host_context import open_context
-from sleuth.cli.sealing import NoSign, seal_for
+from sleuth.cli.shared_options import EVERY_OPTION, SharedOptions, shared_options
 from sleuth.config import LOCAL
 from sleuth.outputs import BenchGoodputOutput, BenchOutput
 from sleuth.tools.bench.bench_input import RunBenchmarkInput
@@ -136,6 +126,7 @@ def register(app: typer.Typer) -> None:
 
 
 @bench_app.command("run", help=RUN_HELP)
+@shared_options(*EVERY_OPTION)
 def bench(
     cli: typer.Context,
     endpoint: str = typer.Argument(..., help="Server as the host sees it: http://127.0.0.1:PORT"),
@@ -182,34 +173,29 @@ def bench(
     export_as: tuple[str, Path] | None = EXPORT,
     out_dir: Path = opt.OUT_DIR,
     plot: Path | None = PlotOption,
-    accept_new_host_key: AcceptNewHostKey = False,
-    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
-    no_sign: NoSign = False,
-    otlp_endpoint: OtlpEndpoint = None,
-    otel_content: OtelContent = False,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     # The load's options reach run_benchmark's input by name, from cli.params (load_input).
-    settings = settings_or_exit(config)
+    settings = opts.settings()
     if find_max_rate and (concurrency or request_rate is not None):
         fail("--find-max-rate sets the rates itself: leave out -c and -r", EXIT_USAGE)
     fmt = _export_format(export_as)
-    tracing = telemetry(otlp_endpoint, otel_content)
+    tracing = opts.tracing()
     want_plot = plot is not None or bool(concurrency and "," in concurrency) or find_max_rate
     plt = opt.plot_module(required=plot is not None) if want_plot else None
     # Each probe of --find-max-rate sets its own rate; this one only picks the open loop.
     args = opt.load_input(cli.params, request_rate=1.0 if find_max_rate else request_rate)
-    ctx = open_context(settings, [host], accept_new_host_key=accept_new_host_key)
+    ctx = opts.open_hosts(settings, [host])
     ctx.results_dir = out_dir
     sent = headers(header, api_key)
-    seal = seal_for(settings, no_sign, quiet=as_json)  # says which key signs, or that none does
+    seal = opts.seal(settings)  # says which key signs, or that none does
     if find_max_rate:
         search = _search_input(args, find_max_rate, slo_target, search_steps, search_budget)
-        _search(ctx, search, sent, transcripts, seal, plt, as_json, tracing)
+        _search(ctx, search, sent, opts.transcripts, seal, plt, opts.as_json, tracing)
         return
-    run, transcript = _run(ctx, args, sent, transcripts, seal, tracing)
-    _show(run, transcript, plot, plt, fmt, as_json)
+    run, transcript = _run(ctx, args, sent, opts.transcripts, seal, tracing)
+    _show(run, transcript, plot, plt, fmt, opts.as_json)
 
 
 def _search_input(
@@ -344,6 +330,7 @@ def _show(
 
 
 @bench_app.command("compare")
+@shared_options("as_json")
 def compare_cmd(
     a: Path = typer.Argument(
         ..., help="The baseline: a run's JSONL, or a folder of runs (e.g. an ab run's A/)."
@@ -358,7 +345,8 @@ def compare_cmd(
     resamples: int = typer.Option(1000, min=100, max=100_000, help="Bootstrap resamples."),
     seed: int = typer.Option(0, help="Seeds the bootstrap, so a verdict can be reproduced."),
     level: float = typer.Option(0.95, help="Several runs a side: the confidence level."),
-    as_json: JsonFlag = False,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Is B different from A? One run a side: B's change per metric with a 95% bootstrap
     interval over the requests. Several runs a side (folders): the runs are paired in the
@@ -386,7 +374,7 @@ def compare_cmd(
             report = compare_repeats(runs_a, runs_b, level=level)
     except CompareError as exc:
         fail(str(exc), EXIT_USAGE)
-    if as_json:
+    if opts.as_json:
         print_json(report)
         return
     console.print(repeats_table(report) if report.repeats else compare_table(report))

@@ -46,18 +46,8 @@ def _console(stderr: bool) -> Console:
 console = _console(stderr=False)
 err_console = _console(stderr=True)
 
-# The options more than one command takes, declared once: `config: ConfigPath = None`.
-ConfigPath = Annotated[
-    Path | None,
-    typer.Option(
-        "--config", help="Settings file (default: ./sleuth.toml, else ~/.config/sleuth/hosts.toml)."
-    ),
-]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object for programs.")]
-AcceptNewHostKey = Annotated[
-    bool,
-    typer.Option("--accept-new-host-key", help="Trust and store an unknown SSH host key."),
-]
+# The options and arguments more than one command takes, declared once (the ones most take,
+# and their first steps, are in shared_options): `host: HostName = LOCAL`.
 HostName = Annotated[str, typer.Option("--host", "-H", help="Host to act on (from sleuth.toml).")]
 HostNames = Annotated[
     list[str] | None,
@@ -80,10 +70,6 @@ FleetConcurrency = Annotated[
         help="Hosts a call on a group reaches at once (default 32, or [fleet] concurrency).",
     ),
 ]
-DEFAULT_TRANSCRIPTS = Path("transcripts")
-TranscriptsDir = Annotated[
-    Path, typer.Option("--transcripts", help="Folder the transcript is written to.")
-]
 ApproveFlag = Annotated[
     bool,
     typer.Option(
@@ -96,26 +82,6 @@ TranscriptFile = Annotated[
     Path,
     typer.Argument(
         help="A transcript file (.jsonl), e.g. transcripts/20261129T093012Z-ab12.jsonl."
-    ),
-]
-
-OtlpEndpoint = Annotated[
-    str | None,
-    typer.Option(
-        "--otlp-endpoint",
-        metavar="URL",
-        help="Send the run's OpenTelemetry spans and metrics (GenAI conventions) to this "
-        "OTLP/HTTP collector, e.g. http://127.0.0.1:4318. OTEL_EXPORTER_OTLP_ENDPOINT and "
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT do the same. Needs the otel extra.",
-    ),
-]
-OtelContent = Annotated[
-    bool,
-    typer.Option(
-        "--otel-content",
-        envvar="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-        help="Export content too: the question, the model's output, tool arguments and "
-        "output, redacted as the transcript is. Off by default.",
     ),
 ]
 

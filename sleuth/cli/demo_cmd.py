@@ -20,7 +20,6 @@ from sleuth.agent.view import LiveView, findings_table
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
-    JsonFlag,
     console,
     err_console,
     fail,
@@ -28,6 +27,7 @@ from sleuth.cli.common import (
     invocation,
     print_json,
 )
+from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import CONFIG_NAME, load_settings
 from sleuth.demo_deployment import build_demo
 from sleuth.tools.context import ToolContext, build_context
@@ -45,6 +45,7 @@ def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
+@shared_options("as_json")
 def demo(
     directory: Annotated[
         Path | None,
@@ -53,7 +54,8 @@ def demo(
             help="An empty folder to build the demo in (default: a new temporary folder).",
         ),
     ] = None,
-    as_json: JsonFlag = False,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Build a demo deployment and investigate it with the offline playbook (no API key).
 
@@ -73,7 +75,7 @@ def demo(
     settings = load_settings(config, cwd=root)
     ctx = build_context(settings, [])
     results: list[RunResult] = []
-    if not as_json:
+    if not opts.as_json:
         console.print(
             f"Demo deployment built in {root}/{DEPLOYMENT}. Brain: playbook (offline, no API key).",
             highlight=False,
@@ -81,21 +83,21 @@ def demo(
     transcripts = root / TRANSCRIPTS
     try:
         for question in QUESTIONS:
-            if not as_json:
+            if not opts.as_json:
                 console.print(heading(question))
-            view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
+            view: Quiet | LiveView = Quiet() if opts.as_json else LiveView(err_console)
             inv = start_investigation(
                 question, PlaybookBrain(), ctx, settings, transcripts, observer=view
             )
             with view:
                 result = inv.run()
             results.append(result)
-            if not as_json:
+            if not opts.as_json:
                 console.print(findings_table(result.findings, piped=not console.is_terminal))
         checks = _replay_and_verify(results, ctx)
     finally:
         ctx.close()
-    if as_json:
+    if opts.as_json:
         print_json(
             {
                 "folder": str(root),

@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from sleuth.cli.common import EXIT_BUDGET, EXIT_USAGE, JsonFlag, console, fail, print_json
+from sleuth.cli.common import EXIT_BUDGET, EXIT_USAGE, console, fail, print_json
+from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.outputs import DiagnoseOutput
 from sleuth.tools.serving.diagnose import diagnose, render
 from sleuth.tools.serving.diagnose_facts import Engine
@@ -25,12 +26,14 @@ def register(app: typer.Typer) -> None:
     app.command("diagnose")(diagnose_file)
 
 
+@shared_options("as_json")
 def diagnose_file(
     log: str = typer.Argument(..., help="The server's log file, or - to read standard input."),
     engine: str | None = typer.Option(
         None, "--engine", help="vllm or sglang, to name its flags in the fix (guessed if absent)."
     ),
-    as_json: JsonFlag = False,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Explain why a vLLM or SGLang server failed to start, from its log: the kind of failure,
     the line that states it, and the fix with the numbers the engine logged. Exits 0 when
@@ -43,7 +46,7 @@ def diagnose_file(
         fail(f"--engine must be vllm or sglang, not {engine!r}", EXIT_USAGE)
     text = _read(log)
     found = diagnose(split_lines(text), engine=ENGINES[engine] if engine else None)
-    if as_json:
+    if opts.as_json:
         print_json(DiagnoseOutput(source=log, diagnosis=found))
     else:
         for line in render(found):

@@ -12,8 +12,6 @@ import typer
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
-    JsonFlag,
-    OtelContent,
     console,
     fail,
     plural,
@@ -21,6 +19,7 @@ from sleuth.cli.common import (
     require_otel,
     warn,
 )
+from sleuth.cli.shared_options import SharedOptions, shared_options
 
 export_app = typer.Typer(add_completion=False, no_args_is_help=True)
 
@@ -35,6 +34,7 @@ def register(app: typer.Typer) -> None:
 
 
 @export_app.command("otel")
+@shared_options("otel_content", "as_json")
 def otel(
     transcripts: Annotated[
         list[Path], typer.Argument(help="Transcript files (.jsonl) to export.", show_default=False)
@@ -57,8 +57,8 @@ def otel(
             "file receiver or a later upload.",
         ),
     ] = None,
-    content: OtelContent = False,
-    as_json: JsonFlag = False,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Send recorded runs to an OpenTelemetry collector, with the times they were recorded.
 
@@ -78,7 +78,7 @@ def otel(
     if endpoint is not None and out is not None:
         fail("give one of --endpoint and --file", EXIT_USAGE)
     try:
-        where = None if out is not None else destination(endpoint, content, os.environ)
+        where = None if out is not None else destination(endpoint, opts.otel_content, os.environ)
     except SettingsError as exc:
         fail(str(exc), EXIT_USAGE)
     if out is not None:
@@ -91,7 +91,7 @@ def otel(
             EXIT_USAGE,
         )
     try:
-        spans, metrics = recorded.convert_files(transcripts, content)
+        spans, metrics = recorded.convert_files(transcripts, opts.otel_content)
         if out is not None:
             recorded.write_otlp_json(out, spans, metrics)
         elif where is not None and not recorded.send(where, spans, metrics, warn):
@@ -99,7 +99,7 @@ def otel(
     except recorded.ExportError as exc:
         fail(str(exc), EXIT_ERROR)
     traces = sorted({f"{s.context.trace_id:032x}" for s in spans if s.context is not None})
-    if as_json:
+    if opts.as_json:
         print_json(
             {"transcripts": len(transcripts), "spans": len(spans), "traces": traces, "to": to}
         )

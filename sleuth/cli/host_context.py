@@ -18,7 +18,7 @@ from sleuth.agent.session import run_cli_call
 from sleuth.cli.common import EXIT_USAGE, NO_TRACING, Tracing, err_console, fail
 from sleuth.cli.sealing import say_warnings
 from sleuth.config import ConfigError, Settings
-from sleuth.hosts.groups import HostGroup, Selection
+from sleuth.hosts.groups import HostGroup
 from sleuth.tools.approval import Approver, deny_all
 from sleuth.tools.context import ToolContext, build_context
 from sleuth.transcripts.results import ToolResult
@@ -46,19 +46,6 @@ def open_context(
         )
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
-
-
-def open_selection(
-    chosen: Selection, *, accept_new_host_key: bool, approver: Approver = deny_all
-) -> ToolContext:
-    """The hosts and groups --host and --hosts chose (`select_or_exit`)."""
-    return open_context(
-        chosen.settings,
-        chosen.names,
-        accept_new_host_key=accept_new_host_key,
-        approver=approver,
-        groups=chosen.groups,
-    )
 
 
 def person_call(

@@ -10,24 +10,15 @@ from typing import Annotated
 import typer
 
 from sleuth.cli.common import (
-    DEFAULT_TRANSCRIPTS,
     EXIT_USAGE,
-    AcceptNewHostKey,
-    ConfigPath,
     FleetConcurrency,
     HostNames,
     HostSpecs,
-    OtelContent,
-    OtlpEndpoint,
-    TranscriptsDir,
     err_console,
     fail,
     select_or_exit,
-    settings_or_exit,
-    telemetry,
 )
-from sleuth.cli.host_context import open_selection
-from sleuth.cli.sealing import NoSign, seal_for
+from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import Settings
 from sleuth.mcp.transport import (
     TOKEN_ENV,
@@ -46,6 +37,9 @@ def register(app: typer.Typer) -> None:
     app.command("mcp")(mcp)
 
 
+@shared_options(
+    "transcripts", "accept_new_host_key", "no_sign", "otlp_endpoint", "otel_content", "config"
+)
 def mcp(
     http: Annotated[
         str | None,
@@ -74,12 +68,8 @@ def mcp(
     hosts: HostNames = None,
     fleet: HostSpecs = None,
     fleet_concurrency: FleetConcurrency = None,
-    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
-    accept_new_host_key: AcceptNewHostKey = False,
-    no_sign: NoSign = False,
-    otlp_endpoint: OtlpEndpoint = None,
-    otel_content: OtelContent = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Serve Sleuth's sandboxed, audited tools over the Model Context Protocol.
 
@@ -99,15 +89,15 @@ def mcp(
     from sleuth.mcp.server import build_server
     from sleuth.mcp.state import ServeState
 
-    settings = settings_or_exit(config)
-    export = telemetry(otlp_endpoint, otel_content, send_each_session=True)
+    settings = opts.settings()
+    export = opts.tracing(send_each_session=True)
     token = os.environ.get(TOKEN_ENV) or None
     bind = None if http is None else _bind(http, allow_remote, token)
-    ctx = _context(settings, hosts, fleet, fleet_concurrency, accept_new_host_key)
-    sealed = seal_for(settings, no_sign, quiet=False)  # says which key signs, on stderr
+    ctx = _context(settings, hosts, fleet, fleet_concurrency, opts)
+    sealed = opts.seal(settings)  # says which key signs, on stderr
     state = ServeState(
         ctx,
-        transcripts.absolute(),
+        opts.transcripts.absolute(),
         settings,
         seal=lambda: Seal(sealed.signer, sealed.ledger),
     )
@@ -118,7 +108,9 @@ def mcp(
                 serve_stdio(server, state)
             else:
                 token = http_token(token, _say)
-                serve_http(server, state, bind, token, allow_host or [], _announce(transcripts))
+                serve_http(
+                    server, state, bind, token, allow_host or [], _announce(opts.transcripts)
+                )
         except KeyboardInterrupt:
             pass
         finally:
@@ -141,13 +133,13 @@ def _context(
     hosts: list[str] | None,
     fleet: list[str] | None,
     concurrency: int | None,
-    accept_new_host_key: bool,
+    opts: SharedOptions,
 ) -> ToolContext:
     """The hosts and groups served: those named, else every configured host and group."""
     given = bool(hosts or fleet)
     names = hosts if given else list(settings.hosts)
     chosen = select_or_exit(settings, names, fleet if given else list(settings.groups), concurrency)
-    return open_selection(chosen, accept_new_host_key=accept_new_host_key)
+    return opts.open_chosen(chosen)
 
 
 def _say(text: str) -> None:

@@ -8,22 +8,9 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from sleuth.cli.common import (
-    DEFAULT_TRANSCRIPTS,
-    EXIT_ERROR,
-    EXIT_USAGE,
-    AcceptNewHostKey,
-    ConfigPath,
-    HostName,
-    JsonFlag,
-    TranscriptsDir,
-    console,
-    fail,
-    print_json,
-    settings_or_exit,
-)
-from sleuth.cli.host_context import open_context, person_call
-from sleuth.cli.sealing import NoSign, seal_for
+from sleuth.cli.common import EXIT_ERROR, EXIT_USAGE, HostName, console, fail, print_json
+from sleuth.cli.host_context import person_call
+from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL
 from sleuth.errors import ErrorKind
 from sleuth.outputs import PreflightOutput
@@ -33,6 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command("preflight")(preflight)
 
 
+@shared_options("accept_new_host_key", "transcripts", "no_sign", "as_json", "config")
 def preflight(
     engine: str = typer.Argument(..., help="vllm or sglang."),
     model_path: str = typer.Argument(..., help="The model folder on the host."),
@@ -45,11 +33,8 @@ def preflight(
     quantization: str | None = typer.Option(None, "--quantization", help="Engine's method."),
     python: str | None = typer.Option(None, "--python", help="The engine environment's python."),
     env: list[str] = typer.Option([], "--env", help="NAME=VALUE for the server, repeatable."),
-    accept_new_host_key: AcceptNewHostKey = False,
-    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
-    no_sign: NoSign = False,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Check, without launching, whether launch_server with these options would fail: the
     engine and its entry point, the port, GPUs against dtype and quantisation, the driver,
@@ -68,12 +53,12 @@ def preflight(
     }
     inputs.update({k: v for k, v in (("tp", tp), ("quantization", quantization),
                                       ("python", python)) if v is not None})  # fmt: skip
-    settings = settings_or_exit(config)
+    settings = opts.settings()
     # Signed and entered in the ledger as `sleuth tool`'s one-call transcript is.
-    seal = seal_for(settings, no_sign, quiet=True)
-    ctx = open_context(settings, [host], accept_new_host_key=accept_new_host_key)
-    result, transcript = person_call(ctx, "preflight", inputs, transcripts, seal)
-    if as_json:
+    seal = opts.seal(settings, quiet=True)
+    ctx = opts.open_hosts(settings, [host])
+    result, transcript = person_call(ctx, "preflight", inputs, opts.transcripts, seal)
+    if opts.as_json:
         print_json(PreflightOutput(**result.model_dump(), transcript=str(transcript)))
     elif result.ok:
         console.print(escape(result.output), highlight=False, soft_wrap=True)

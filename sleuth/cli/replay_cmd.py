@@ -27,10 +27,7 @@ from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
-    AcceptNewHostKey,
     ApproveFlag,
-    ConfigPath,
-    JsonFlag,
     Pause,
     TranscriptFile,
     approver,
@@ -39,10 +36,9 @@ from sleuth.cli.common import (
     fail,
     plural,
     print_json,
-    settings_or_exit,
 )
-from sleuth.cli.host_context import open_context
-from sleuth.cli.sealing import NoSign, say_warnings, seal_for
+from sleuth.cli.sealing import say_warnings
+from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL, Settings, ToolChoice
 from sleuth.outputs import ReplayOutput
 from sleuth.tools.context import ToolContext
@@ -73,27 +69,25 @@ def register(app: typer.Typer) -> None:
 def _context(
     recorded: Recorded,
     settings: Settings,
+    opts: SharedOptions,
     yes: bool,
     interactive: bool,
-    accept: bool,
     pause: Pause = nullcontext,
 ) -> ToolContext:
     """Today's hosts, by the names the recording used."""
     names = [h.name for h in recorded.recording.start.hosts if h.name != LOCAL]
-    return open_context(
-        settings, names, approver=approver(yes, interactive, pause), accept_new_host_key=accept
-    )
+    return opts.open_hosts(settings, names, approver(yes, interactive, pause))
 
 
+@shared_options("accept_new_host_key", "as_json", "config")
 def replay_cmd(
     transcript: TranscriptFile,
     live: Annotated[
         bool,
         typer.Option("--live", help="Run the tools for real on today's hosts and report drift."),
     ] = False,
-    accept_new_host_key: AcceptNewHostKey = False,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Run a recorded investigation again; exit 1 at the first divergence (or any drift).
 
@@ -108,7 +102,7 @@ def replay_cmd(
         fail(str(exc))
     ctx = None
     if live:
-        ctx = _context(recorded, settings_or_exit(config), False, False, accept_new_host_key)
+        ctx = _context(recorded, opts.settings(), opts, False, False)
     try:
         result = replay(recorded, live_ctx=ctx)
     except (ReplayError, TranscriptError) as exc:
@@ -116,7 +110,7 @@ def replay_cmd(
     finally:
         if ctx is not None:
             ctx.close()
-    if as_json:
+    if opts.as_json:
         print_json(ReplayOutput.model_validate(result.model_dump()))
     else:
         _print_replay(result)
@@ -178,6 +172,7 @@ def _print_drift(result: ReplayResult) -> None:
         console.print("[bold red]DRIFT[/]: today's hosts no longer match the recording.")
 
 
+@shared_options("accept_new_host_key", "no_sign", "as_json", "config")
 def resume_cmd(
     transcript: TranscriptFile,
     yes: ApproveFlag = False,
@@ -185,10 +180,8 @@ def resume_cmd(
     base_url: RecordedEndpoint = None,
     max_tokens: RecordedMaxTokens = None,
     tool_choice: RecordedToolChoice = None,
-    accept_new_host_key: AcceptNewHostKey = False,
-    no_sign: NoSign = False,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Continue an interrupted investigation from its last complete turn, in the same file.
 
@@ -201,7 +194,7 @@ def resume_cmd(
     except (ResumeError, TranscriptError) as exc:
         fail(str(exc))
     start = recorded.recording.start
-    settings, notes = recorded_limits(start, settings_or_exit(config))
+    settings, notes = recorded_limits(start, opts.settings())
     overrides = BrainOverrides(model, base_url, max_tokens, tool_choice)
     try:
         brain, brain_notes = rebuild_brain(start, settings, overrides)
@@ -211,13 +204,13 @@ def resume_cmd(
         fail(str(exc), EXIT_USAGE)
     for note in [*brain_notes, *notes]:
         err_console.print(f"note: {note}", markup=False, highlight=False)
-    interactive = sys.stdin.isatty() and not as_json
-    view: Quiet | LiveView = Quiet() if as_json else LiveView(err_console)
+    interactive = sys.stdin.isatty() and not opts.as_json
+    view: Quiet | LiveView = Quiet() if opts.as_json else LiveView(err_console)
     pause = view.paused if isinstance(view, LiveView) else nullcontext
-    ctx = _context(recorded, settings, yes, interactive, accept_new_host_key, pause)
+    ctx = _context(recorded, settings, opts, yes, interactive, pause)
     warnings: list[str] = []
     try:
-        seal = seal_for(settings, no_sign, quiet=as_json)
+        seal = opts.seal(settings)
         warnings = seal.warnings
         inv = resume_investigation(recorded, ctx, settings, brain=brain, observer=view, seal=seal)
         with view:
@@ -229,5 +222,5 @@ def resume_cmd(
     finally:
         ctx.close()
         say_warnings(warnings)
-    show(result, inv.brain.name, as_json)
+    show(result, inv.brain.name, opts.as_json)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))

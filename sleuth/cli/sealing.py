@@ -10,9 +10,6 @@ say_warnings(inv.writer.warnings)                         # what could not be si
 from __future__ import annotations
 
 import os
-from typing import Annotated
-
-import typer
 
 from sleuth.cli.common import EXIT_USAGE, err_console, fail
 from sleuth.config import Settings
@@ -20,14 +17,6 @@ from sleuth.transcripts.ledger import ledger_path
 from sleuth.transcripts.seal import Seal
 from sleuth.transcripts.sign import SigningKeyError
 
-NoSign = Annotated[
-    bool,
-    typer.Option(
-        "--no-sign",
-        help="Do not sign the transcript (by default it is signed with ssh-agent's key or "
-        "[sign] key in sleuth.toml, when there is one).",
-    ),
-]
 NO_KEY = (
     "not signing the transcript: no SSH key (load one into ssh-agent, or set [sign] key in "
     "sleuth.toml); `sleuth verify` will call it integrity only"

@@ -13,17 +13,13 @@ from rich.table import Table
 from sleuth.agent.calls import execute
 from sleuth.cli.common import (
     EXIT_ERROR,
-    AcceptNewHostKey,
-    ConfigPath,
     HostName,
-    JsonFlag,
     console,
     err_console,
     fail,
     print_json,
-    settings_or_exit,
 )
-from sleuth.cli.host_context import open_context
+from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL
 from sleuth.tools.context import ToolContext
 from sleuth.tools.serving.stop import stop_command
@@ -33,18 +29,13 @@ def register(app: typer.Typer) -> None:
     app.command("servers")(servers)
 
 
-def servers(
-    host: HostName = LOCAL,
-    accept_new_host_key: AcceptNewHostKey = False,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
-) -> None:
+@shared_options("accept_new_host_key", "as_json", "config")
+def servers(host: HostName = LOCAL, *, opts: SharedOptions) -> None:
     """List the servers Sleuth started on a host, alive or not, with the command to stop each.
 
     Example: sleuth servers --host gpu1
     """
-    settings = settings_or_exit(config)
-    ctx = open_context(settings, [host], accept_new_host_key=accept_new_host_key)
+    ctx = opts.open_hosts(opts.settings(), [host])
     try:
         result = execute(ctx, "server_status", {"host": host})
     finally:
@@ -52,7 +43,7 @@ def servers(
     if not result.ok:
         fail(f"could not list the servers on {host}: {result.error}", EXIT_ERROR)
     found: list[dict[str, Any]] = result.data["servers"]
-    if as_json:
+    if opts.as_json:
         print_json({"host": host, "servers": found})
         return
     if not found:

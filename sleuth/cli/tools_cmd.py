@@ -13,30 +13,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from sleuth.cli.common import (
-    DEFAULT_TRANSCRIPTS,
     EXIT_ERROR,
     EXIT_REFUSED,
     EXIT_USAGE,
-    AcceptNewHostKey,
-    ConfigPath,
     FleetConcurrency,
     HostName,
     HostSpecs,
-    JsonFlag,
-    OtelContent,
-    OtlpEndpoint,
-    TranscriptsDir,
     console,
     err_console,
     fail,
     plural,
     print_json,
     select_or_exit,
-    settings_or_exit,
-    telemetry,
 )
-from sleuth.cli.host_context import open_selection, person_call
-from sleuth.cli.sealing import NoSign, seal_for
+from sleuth.cli.host_context import person_call
+from sleuth.cli.shared_options import EVERY_OPTION, SharedOptions, shared_options
 from sleuth.config import LOCAL, ConfigError, Settings
 from sleuth.errors import ErrorKind, HostError, ToolError
 from sleuth.outputs import ToolOutput
@@ -70,6 +61,7 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
+@shared_options(*EVERY_OPTION)
 def run_tool(
     name: Annotated[str, typer.Argument(help="Tool name; see `sleuth tools`.")],
     assignments: Annotated[
@@ -86,13 +78,8 @@ def run_tool(
             "`allow` list still applies).",
         ),
     ] = False,
-    accept_new_host_key: AcceptNewHostKey = False,
-    transcripts: TranscriptsDir = DEFAULT_TRANSCRIPTS,
-    no_sign: NoSign = False,
-    otlp_endpoint: OtlpEndpoint = None,
-    otel_content: OtelContent = False,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Run one tool and print its result, exactly as a model would see it; the call is recorded
     as a transcript like any investigation's.
@@ -101,9 +88,8 @@ def run_tool(
 
     Example: sleuth tool python_env --hosts decode   (every host of the group, grouped)
     """
-
-    settings = settings_or_exit(config)
-    export = telemetry(otlp_endpoint, otel_content)
+    settings = opts.settings()
+    export = opts.tracing()
     if is_fleet_host(host):
         fleet, host = [*(fleet or []), host[1:]], LOCAL
     chosen = select_or_exit(settings, [host], fleet, fleet_concurrency)
@@ -117,12 +103,11 @@ def run_tool(
         fail(str(exc), EXIT_USAGE)
     except ValidationError as exc:
         fail(validation_text(name, exc), EXIT_USAGE)
-    seal = seal_for(settings, no_sign, quiet=True)
+    seal = opts.seal(settings, quiet=True)
     # The person typing the command consents to this one call; a host's rules still apply.
-    approve = approver_for("person" if yes else "refuse")
-    ctx = open_selection(chosen, approver=approve, accept_new_host_key=accept_new_host_key)
-    result, transcript = person_call(ctx, name, inputs, transcripts, seal, export)
-    if as_json:
+    ctx = opts.open_chosen(chosen, approver_for("person" if yes else "refuse"))
+    result, transcript = person_call(ctx, name, inputs, opts.transcripts, seal, export)
+    if opts.as_json:
         print_json(ToolOutput(**result.model_dump(), transcript=str(transcript)))
     else:
         _print_result(name, host, result, transcript)
@@ -145,7 +130,8 @@ def _print_result(name: str, host: str, result: ToolResult, transcript: Path) ->
     console.print(f"[dim]Transcript: {escape(str(transcript))}[/]", soft_wrap=True)
 
 
-def list_tools(as_json: JsonFlag = False) -> None:
+@shared_options("as_json")
+def list_tools(*, opts: SharedOptions) -> None:
     """List the tools a model may call, with their input schemas.
 
     Example: sleuth tools --json
@@ -157,7 +143,7 @@ def list_tools(as_json: JsonFlag = False) -> None:
             highlight=False,
             soft_wrap=True,
         )
-    if as_json:
+    if opts.as_json:
         print_json(
             [
                 {
@@ -187,19 +173,19 @@ def list_tools(as_json: JsonFlag = False) -> None:
     console.print(table)
 
 
+@shared_options("accept_new_host_key", "as_json", "config")
 def show_hosts(
     check: Annotated[
         bool, typer.Option("--check", help="Connect and report latency and roots.")
     ] = False,
-    accept_new_host_key: AcceptNewHostKey = False,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Show the configured hosts; with --check, connect to each one.
 
     Example: sleuth hosts --check
     """
-    settings = settings_or_exit(config)
+    settings = opts.settings()
     rows: list[dict[str, Any]] = []
     for name, host_cfg in settings.hosts.items():
         row: dict[str, Any] = {
@@ -209,9 +195,9 @@ def show_hosts(
             "allow": host_cfg.allow,
         }
         if check:
-            row.update(_check_host(settings, name, accept_new_host_key))
+            row.update(_check_host(settings, name, opts.accept_new_host_key))
         rows.append(row)
-    if as_json:
+    if opts.as_json:
         print_json(rows)
     else:
         _print_hosts(rows, check, settings.source)

@@ -14,16 +14,14 @@ from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
-    ConfigPath,
-    JsonFlag,
     TranscriptFile,
     console,
     err_console,
     fail,
     plural,
     print_json,
-    settings_or_exit,
 )
+from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.transcripts.allowed_signers import (
     AllowedSigners,
     AllowedSignersError,
@@ -162,6 +160,7 @@ def _export_head(transcript: Path, target: Path) -> None:
     )
 
 
+@shared_options("as_json", "config")
 def verify_cmd(
     transcript: TranscriptFile,
     allowed_signers: Annotated[
@@ -183,8 +182,8 @@ def verify_cmd(
             "for ssh-keygen -Y verify.",
         ),
     ] = None,
-    as_json: JsonFlag = False,
-    config: ConfigPath = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
     """Check a transcript's schema, hash chain, end, signatures and ledger entry.
 
@@ -194,7 +193,7 @@ def verify_cmd(
     signer not checked, or events after the last signature).
     Example: sleuth verify transcripts/20261129T093012Z-ab12.jsonl --allowed-signers signers
     """
-    settings = settings_or_exit(config)
+    settings = opts.settings()
     signers = _allowed(allowed_signers, settings.sign.allowed_signers)
     try:
         report = verify(
@@ -204,7 +203,7 @@ def verify_cmd(
         fail(str(exc))
     if export_head is not None:
         _export_head(transcript, export_head)
-    if as_json:
+    if opts.as_json:
         print_json(report)
     else:
         _print_report(report)
