@@ -158,26 +158,34 @@ def contexts(
     return make
 
 
+# The synthetic servers this test asked for, by argv: the state folder is shared with every
+# other Sleuth on this machine, the tests of this file running at once in other pytest workers
+# or runs too, so the clean-up must know its own servers rather than guess by time.
+_MINE: list[list[str]] = []
+
+
 @pytest.fixture(autouse=True)
 def no_server_left_behind(tmp_path: Path) -> Iterator[None]:
-    """Kill whatever a failing test left running, by the records the tool wrote. Only this
-    file's servers (the synthetic server, stand-ins under tmp_path): the state folder is shared
-    with every other Sleuth on this machine, another test run's `sh -c` servers too, so a bare
-    `sh` script a failing test leaves is left to end by itself (none sleeps over 300 s)."""
+    """Kill whatever a failing test left running, by the records the tool wrote: only this
+    test's servers (its synthetic servers, stand-ins under tmp_path). A bare `sh` script a
+    failing test leaves is left to end by itself (none sleeps over 300 s)."""
+    _MINE.clear()
     before = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
     yield
     for folder in (set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()) - before:
         try:
             record = json.loads((folder / "record.json").read_text())
             argv = record["argv"]
-            if SERVER in argv or str(tmp_path) in " ".join(argv):
+            if argv in _MINE or str(tmp_path) in " ".join(argv):
                 os.killpg(record["pgid"], signal.SIGKILL)
         except (OSError, KeyError, ValueError, IndexError):
             pass
 
 
 def synthetic(port: int) -> list[str]:
-    return [sys.executable, SERVER, "--port", str(port), "--ready-line"]
+    argv = [sys.executable, SERVER, "--port", str(port), "--ready-line"]
+    _MINE.append(argv)
+    return argv
 
 
 def launch(ctx: ToolContext, where: str, **fields: Any) -> ToolResult:
