@@ -153,35 +153,37 @@ class FleetSettings(_Strict):
 class Limits(_Strict):
     """Caps applied to every tool call unless the call asks for less."""
 
-    timeout_s: float = 30.0
-    max_output_bytes: int = 64_000
-    max_output_lines: int = 2_000
+    timeout_s: float = Field(30.0, gt=0)
+    max_output_bytes: int = Field(64_000, ge=1)
+    max_output_lines: int = Field(2_000, ge=1)
 
 
 class Budget(_Strict):
     """When an investigation must stop. A field set in sleuth.toml or by a flag is in
     `model_fields_set`: a cost limit the user chose needs a priced model."""
 
-    max_turns: int = 30
-    max_tool_calls: int = 120
-    max_input_tokens: int = 2_000_000
+    # The bounds are the flags' (--max-turns, --max-cost, ...): sleuth.toml may not set what
+    # the command line refuses.
+    max_turns: int = Field(30, ge=1)
+    max_tool_calls: int = Field(120, ge=1)
+    max_input_tokens: int = Field(2_000_000, ge=1)
     """Prompt tokens summed over all turns, cached ones included: how much the model read."""
-    max_output_tokens: int = 100_000
-    max_cost_usd: float = 5.0
+    max_output_tokens: int = Field(100_000, ge=1)
+    max_cost_usd: float = Field(5.0, ge=0)
     """USD, priced with the model's [prices] entry."""
-    max_wall_s: float = 1_800.0
+    max_wall_s: float = Field(1_800.0, ge=1)
     """Wall-clock seconds from the start of the run, resumed runs counting their past time."""
 
 
 class ModelPrice(_Strict):
     """USD per million tokens."""
 
-    input: float
+    input: float = Field(ge=0)
     """Per million prompt tokens not read from or written to the provider's prompt cache."""
-    output: float
-    cache_write: float = 0.0
+    output: float = Field(ge=0)
+    cache_write: float = Field(0.0, ge=0)
     """Per million prompt tokens written to the prompt cache."""
-    cache_read: float = 0.0
+    cache_read: float = Field(0.0, ge=0)
     """Per million prompt tokens read from the prompt cache."""
 
 

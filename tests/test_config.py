@@ -58,3 +58,27 @@ def test_relative_root_and_missing_ssh_are_refused(tmp_path: Path) -> None:
     path = write(tmp_path, '[hosts.gpu2]\nroots = ["/models"]\n')
     with pytest.raises(ConfigError, match=r"sleuth.toml:1: host `gpu2` needs `ssh"):
         load_settings(path, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "line"),
+    [
+        ("limits", "timeout_s", "-5", 2),
+        ("limits", "max_output_bytes", "0", 2),
+        ("budget", "max_turns", "0", 2),
+        ("budget", "max_cost_usd", "-1.0", 2),
+        ("budget", "max_wall_s", "0.5", 2),
+        ('prices."my-model"', "input", "-3.0", 2),
+    ],
+)
+def test_a_limit_the_command_line_would_refuse_is_refused_with_its_line(
+    tmp_path: Path, section: str, key: str, value: str, line: int
+) -> None:
+    # A negative timeout read files "longer than -5 s"; max_turns = 0 ran a turn and then
+    # blamed the budget. The flags refuse these values, so the file does too.
+    extra = "output = 1.0\n" if section.startswith("prices") else ""
+    path = write(tmp_path, f"[{section}]\n{key} = {value}\n{extra}")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, cwd=tmp_path)
+    assert f"{path}:{line}" in str(err.value), err.value
+    assert key in str(err.value)
