@@ -95,6 +95,12 @@ def test_run_benchmark_needs_permission_and_a_loopback_endpoint(
     assert not huge.ok and "input_len" in (huge.error or "")
     heavy = call(ctx, "local", server, tmp_path, input_len=100_000, concurrency=[1000])
     assert not heavy.ok and "prompt words" in (heavy.error or "")
+    # A ramp from 0 req/s put the second arrival 10^9 s away: the run waited out its timeout.
+    ramp = {"concurrency": None, "request_rate": None, "ramp_up": [0, 10]}
+    from_zero = call(ctx, "local", server, tmp_path, **ramp)
+    assert not from_zero.ok and "ramp_up" in (from_zero.error or "")
+    negative_slo = call(ctx, "local", server, tmp_path, slo_ttft_ms=-5)
+    assert not negative_slo.ok and "slo_ttft_ms" in (negative_slo.error or "")
 
 
 @pytest.mark.ssh

@@ -4,13 +4,17 @@ command line built from it."""
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
 from sleuth.tools.bench.models import Slo
 from sleuth.tools.registry import ToolInput
+
+# A ramp's rates are rates: at 0 req/s the next arrival is never due, and the run would wait
+# out its whole timeout.
+RampRate = Annotated[float, Field(gt=0, le=100_000)]
 
 MAX_WORDS_IN_FLIGHT = 64_000_000
 """About 400 MB of prompts held by the load generator at once."""
@@ -90,8 +94,8 @@ class RunBenchmarkInput(ToolInput):
     burstiness: float = Field(
         1.0, gt=0, le=100, description="Open loop: gamma shape of arrivals (1 = Poisson)."
     )
-    ramp_up: tuple[float, float] | None = Field(
-        None, description="Open loop: the rate moves linearly from [0] to [1] req/s."
+    ramp_up: tuple[RampRate, RampRate] | None = Field(
+        None, description="Open loop: the rate moves linearly from [0] to [1] req/s (> 0)."
     )
     duration_s: float | None = Field(
         None,
@@ -124,9 +128,11 @@ class RunBenchmarkInput(ToolInput):
         description="Python on the host with aiohttp, e.g. the engine's venv python; "
         "default: the host's configured python.",
     )
-    slo_ttft_ms: float | None = Field(None, description="Goodput SLO on time to first token.")
-    slo_tpot_ms: float | None = Field(None, description="Goodput SLO on time per output token.")
-    slo_e2e_ms: float | None = Field(None, description="Goodput SLO on end-to-end latency.")
+    slo_ttft_ms: float | None = Field(None, gt=0, description="Goodput SLO on time to first token.")
+    slo_tpot_ms: float | None = Field(
+        None, gt=0, description="Goodput SLO on time per output token."
+    )
+    slo_e2e_ms: float | None = Field(None, gt=0, description="Goodput SLO on end-to-end latency.")
     spec_counters: bool = Field(
         True, description="Read the server's speculative counters before and after each phase."
     )
