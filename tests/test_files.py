@@ -192,6 +192,12 @@ def test_unknown_inputs_are_refused_with_the_field_name(ctx: ToolContext) -> Non
     assert not result.ok and "stat" in (result.error or "")
 
 
+def test_an_empty_grep_pattern_is_refused_not_a_dump_of_every_line(ctx: ToolContext) -> None:
+    result = run(ctx, "grep", pattern="", path=".")
+    assert not result.ok and "pattern" in (result.error or "")
+    assert result.data is None or not result.data.get("matches")
+
+
 @pytest.fixture(scope="module")
 def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("big") / "big.log"

@@ -18,7 +18,9 @@ from sleuth.transcripts.results import ToolResult
 
 
 class GrepInput(ToolInput):
-    pattern: str = Field(description="Extended regular expression (or a fixed string).")
+    pattern: str = Field(
+        min_length=1, description="Extended regular expression (or a fixed string)."
+    )
     path: str = Field(description="File or folder to search, recursively.")
     fixed_string: bool = Field(False, description="Match the pattern literally.")
     ignore_case: bool = False
