@@ -142,6 +142,39 @@ def test_read_range_returns_exact_bytes_and_moves_only_those(
     assert host.read_range(str(path), 5, 0) == b""
 
 
+def test_a_range_crosses_the_wire_once_while_other_threads_hold_the_interpreter(
+    sshd: SSHServer, tmp_path: Path
+) -> None:
+    # paramiko's readv sends its requests from a second thread; when the answers outran it,
+    # it read the rest again (paramiko PR #2519): about 2x the range on a busy client.
+    host = connect(sshd, tmp_path)
+    data = os.urandom(2 << 20)
+    path = tmp_path / "blob.bin"
+    path.write_bytes(data)
+    host.stat("/")
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    spinners = [threading.Thread(target=spin) for _ in range(2)]
+    for spinner in spinners:
+        spinner.start()
+    ratios = []
+    try:
+        for _ in range(3):
+            before = host.conn.bytes_received
+            assert host.read_range(str(path), 0, len(data)) == data
+            ratios.append((host.conn.bytes_received - before) / len(data))
+    finally:
+        stop.set()
+        for spinner in spinners:
+            spinner.join()
+        host.close()
+    assert max(ratios) < 1.1, ratios
+
+
 def test_realpath_follows_symlink_chains(file_host: SSHHost, tmp_path: Path) -> None:
     host = file_host
     (tmp_path / "real").mkdir()

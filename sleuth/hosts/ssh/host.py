@@ -29,7 +29,7 @@ from sleuth.hosts.host import (
     kind_of,
     os_error_kind,
 )
-from sleuth.hosts.ssh import sftp
+from sleuth.hosts.ssh import sftp, sftp_read
 from sleuth.hosts.ssh.channel_exec import exec_argv, not_run
 from sleuth.hosts.ssh.connection import Connection, LinkOptions
 from sleuth.hosts.ssh.fallback import ExecFiles
@@ -99,7 +99,7 @@ class SSHHost:
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         try:
             data = self._file_op(
-                lambda s: sftp.read(s, path, offset, length),
+                lambda s: sftp_read.read(s, path, offset, length),
                 lambda: self._exec_files.read(path, offset, length),
             )
         except OSError as exc:

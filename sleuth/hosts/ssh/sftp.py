@@ -19,8 +19,6 @@ from sleuth.hosts.ssh.connection import Connection
 
 T = TypeVar("T")
 
-SFTP_CHUNK = 32 * 1024
-
 
 class SftpUnavailable(Exception):
     """The server refused the SFTP subsystem on a connection that is otherwise fine."""
@@ -133,24 +131,6 @@ class SftpPool:
         self._transport, self._idle = transport, []
         self._count = self._want = 0
         self._cond.notify_all()
-
-
-def read(sftp: paramiko.SFTPClient, path: str, offset: int, length: int) -> bytes:
-    with sftp.open(path, "rb") as fh:
-        size = fh.stat().st_size or 0
-        if size and length > SFTP_CHUNK:
-            # Known size: pipeline the chunk requests instead of one round trip per 32 KiB.
-            length = max(0, min(length, size - offset))
-            return b"".join(fh.readv([(offset, length)])) if length else b""
-        fh.seek(offset)
-        parts, left = [], length
-        while left > 0:  # size 0 (e.g. /proc files) or a small read: plain requests
-            part = fh.read(min(left, SFTP_CHUNK))
-            if not part:
-                break
-            parts.append(part)
-            left -= len(part)
-        return b"".join(parts)
 
 
 def realpath(sftp: paramiko.SFTPClient, path: str) -> str:
