@@ -175,6 +175,19 @@ def test_a_range_crosses_the_wire_once_while_other_threads_hold_the_interpreter(
     assert max(ratios) < 1.1, ratios
 
 
+def test_a_range_refused_mid_pipeline_leaves_the_next_read_whole(
+    host: SSHHost, tmp_path: Path
+) -> None:
+    # Every request of a directory's range is refused; the answers still due are collected,
+    # so that none reaches the next read on the same connection.
+    data = os.urandom(1 << 20)
+    (tmp_path / "blob.bin").write_bytes(data)
+    with pytest.raises(HostError, match="cannot read"):
+        host.read_range(str(tmp_path), 0, 1 << 20)
+    for _ in range(3):
+        assert host.read_range(str(tmp_path / "blob.bin"), 1000, 500_000) == data[1000:501_000]
+
+
 def test_realpath_follows_symlink_chains(file_host: SSHHost, tmp_path: Path) -> None:
     host = file_host
     (tmp_path / "real").mkdir()

@@ -49,37 +49,35 @@ class _RangeReader:
         chunks = deque((at, min(SFTP_CHUNK, end - at)) for at in range(offset, end, SFTP_CHUNK))
         pending: deque[tuple[int, int, int]] = deque()
         parts: list[bytes] = []
-        try:
-            while chunks or pending:
-                while chunks and len(pending) < self._in_flight:
-                    at, size = chunks.popleft()
-                    pending.append((self._send(at, size), at, size))
-                num, at, size = pending.popleft()
-                data = self._wait(num)
-                while 0 < len(data) < size:  # a server may answer short before the end
-                    more = self._wait(self._send(at + len(data), size - len(data)))
-                    if not more:
-                        break
-                    data += more
-                parts.append(data)
-                if len(data) < size:  # end of file (or the file shrank): stop here
+        # Answers still due when this stops (an error, the end of the file) are collected by
+        # the file's close, which reads up to its own answer; paramiko hands them to this
+        # reader, so none reaches another read on this client.
+        while chunks or pending:
+            while chunks and len(pending) < self._in_flight:
+                at, size = chunks.popleft()
+                pending.append((self._send(at, size), at, size))
+            num, at, size = pending.popleft()
+            data = self._wait(num)
+            while 0 < len(data) < size:  # a server may answer short before the end
+                more = self._wait(self._send(at + len(data), size - len(data)))
+                if not more:
                     break
-        finally:
-            for num, _, _ in pending:  # leave no answer behind on this client
-                self._wait(num, raising=False)
+                data += more
+            parts.append(data)
+            if len(data) < size:  # end of file (or the file shrank): stop here
+                break
         return b"".join(parts)
 
     def _send(self, at: int, size: int) -> int:
         num: int = self._sftp._async_request(self, CMD_READ, self._handle, int64(at), int(size))
         return num
 
-    def _wait(self, num: int, raising: bool = True) -> bytes:
+    def _wait(self, num: int) -> bytes:
         while num not in self._answers:
             self._sftp._read_response()
-        data = self._answers.pop(num)
-        if raising and self._error is not None:
+        if self._error is not None:
             raise self._error
-        return data
+        return self._answers.pop(num)
 
     def _async_response(self, kind: int, msg: paramiko.Message, num: int) -> None:
         self._answers[num] = b""
