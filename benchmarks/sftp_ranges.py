@@ -95,6 +95,8 @@ def report(rows: list[dict[str, object]], repeat: int) -> str:
         "paramiko's `SFTPFile.readv` (requests sent by a second thread). Median seconds of",
         f"{repeat} reads; wire is the most bytes received per byte of range in any of them.",
         f'"busy" reads while {SPINNERS} other Python threads spin, as a busy agent\'s would.',
+        f"Load average {os.getloadavg()[0]:.1f} on this machine's {os.cpu_count()} cores when "
+        "the run ended.",
         "",
         "| range | interpreter | Sleuth s | paramiko s | paramiko / Sleuth | Sleuth wire | "
         "paramiko wire |",
