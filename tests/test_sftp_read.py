@@ -1,5 +1,6 @@
-"""sftp_read's pipelined range against a real SFTP server that answers as OpenSSH's does not
-but the protocol allows: short answers before the end, and a refusal partway through.
+"""sftp_read's pipelined range against a real SFTP server that answers as OpenSSH's does not:
+short answers before the end and a refusal partway through (the protocol allows both), and
+answers longer than asked (a hostile host's).
 
 The server is paramiko's own (SFTPServer over a Transport on a socket pair), serving one
 file from memory; the client is the SFTPClient SSHHost uses.
@@ -48,6 +49,8 @@ class _Blob(paramiko.SFTPHandle):
             return paramiko.SFTP_FAILURE
         if self.mode == "short":
             length = min(length, SHORT)
+        if self.mode == "long":  # more than asked: the next bytes too
+            length += 1000
         return DATA[offset : offset + length]
 
     def stat(self) -> paramiko.SFTPAttributes:
@@ -100,6 +103,13 @@ def test_a_refusal_partway_is_raised_and_leaves_the_client_right_for_the_next_re
     # The next read on the same client gets its own answers, none left over from the last.
     for offset in (0, 5000, 700_000):
         assert sftp_read.read(client, "whole", offset, 300_000) == DATA[offset : offset + 300_000]
+
+
+def test_an_answer_longer_than_asked_is_cut_to_the_request(
+    client: paramiko.SFTPClient,
+) -> None:
+    got = sftp_read.read(client, "long", 5000, 100_000)
+    assert got == DATA[5000:105_000]
 
 
 def test_the_end_of_the_file_ends_the_range(client: paramiko.SFTPClient) -> None:

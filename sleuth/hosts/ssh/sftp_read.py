@@ -57,9 +57,10 @@ class _RangeReader:
                 at, size = chunks.popleft()
                 pending.append((self._send(at, size), at, size))
             num, at, size = pending.popleft()
-            data = self._wait(num)
+            data = self._wait(num)[:size]  # a longer answer than asked is not this range
             while 0 < len(data) < size:  # a server may answer short before the end
-                more = self._wait(self._send(at + len(data), size - len(data)))
+                want = size - len(data)
+                more = self._wait(self._send(at + len(data), want))[:want]
                 if not more:
                     break
                 data += more
