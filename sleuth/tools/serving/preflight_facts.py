@@ -114,7 +114,8 @@ class Space(BaseModel):
 
 
 class HostProbe(BaseModel):
-    """The preflight probe's answer (sleuth/hosts/program/preflight_probe.py)."""
+    """The probe's answer for preflight (sleuth/hosts/program/python_env_probe.py, given an
+    argument)."""
 
     python: str
     port: PortState
@@ -231,7 +232,7 @@ def _probe(host: SandboxedHost, python: str, port: int, model_dir: str | None) -
     }
     run = run_or_fail(
         host,
-        "preflight_probe.py",
+        "python_env_probe.py",
         [json.dumps(arg, separators=(",", ":"))],
         python=python,
         timeout=30,
