@@ -5,7 +5,8 @@ exec fallback (POSIX tools), on the same loopback sshd set up both ways.
 
 Starts two throwaway sshds (tests/sshd.py), one with `Subsystem sftp` and one without, and
 times `stat`, `realpath`, `read_range` of 4 KiB and of 1 MiB, and one `read_lines` tool call
-(a policy check plus `sed`) through SSHHost, with the bytes that crossed the wire per 1 MiB read.
+(Sleuth's host program, run once per call) through SSHHost, with the bytes that crossed the wire
+per 1 MiB read.
 """
 
 from __future__ import annotations
@@ -97,7 +98,9 @@ machine's 2 cores when the run ended.
 Without SFTP each file request is one exec (`sh -c` running `stat -c`, `realpath`, or
 `tail -c +N | head -c L`), so it pays a channel, a login shell and a process; a host whose
 start-up files are slow pays that too (see the section above). Range reads stay byte-exact:
-only the range crosses the wire.
+only the range crosses the wire. A `read_lines` call reads through Sleuth's program on the
+host, started once per call here (`calls = "exec"`), so SFTP does not enter it: both columns
+pay the host's Python start-up (the resident program spares it; see the section above).
 """
 
 
