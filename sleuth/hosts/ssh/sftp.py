@@ -1,4 +1,5 @@
-"""SFTP clients for stat, realpath and byte ranges: a small pool per connection.
+"""SFTP clients for stat, realpath and byte ranges (`sftp_read.py`): a small pool per
+connection.
 
 SFTP skips the remote login shell and its start-up files (tens of milliseconds per exec on
 some hosts), so file requests go this way when the server offers the subsystem. A server
