@@ -124,9 +124,16 @@ def report(rows: list[dict[str, object]], repeat: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/sftp_ranges.md"))
+    parser.add_argument("--repeat", type=int, default=3, help="reads of each range each way")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("benchmarks/results/sftp_ranges.md"),
+        help="where the Markdown section goes",
+    )
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat takes 1 or more")
     reason = missing_reason()
     if reason:
         sys.exit(f"cannot benchmark: {reason}")
