@@ -48,10 +48,11 @@ def context(root: Path) -> ToolContext:
     )
 
 
-def servers_on(ctx: ToolContext, port: int) -> list[str]:
-    """Servers Sleuth started on this port (the state folder is shared with other tests)."""
+def servers_on(ctx: ToolContext, port: int) -> set[str]:
+    """Servers Sleuth started on this port. The state folder is shared with every test, and a
+    port an earlier test's server freed can be drawn again: compare before and after."""
     listed = execute(ctx, "server_status", {"host": "local"})
-    return [s["server_id"] for s in listed.data["servers"] if s["port"] == port]
+    return {s["server_id"] for s in listed.data["servers"] if s["port"] == port}
 
 
 def launch(ctx: ToolContext, world: World) -> ToolResult:
@@ -63,14 +64,17 @@ def launch(ctx: ToolContext, world: World) -> ToolResult:
 def test_a_launch_preflight_says_would_fail_is_refused_and_nothing_starts(world: World) -> None:
     world.model(llama(40, 8, architectures=["Qwen2ForCausalLM"]))
     world.args["tp"] = 3
+    world.args["port"] = free_port()
     ctx = context(world.root)
+    before = servers_on(ctx, world.args["port"])
     result = launch(ctx, world)
     assert not result.ok
     assert result.data["outcome"] == "refused"
     assert result.data["diagnosis"]["kind"] == "tp_divisibility"
     assert result.data["preflight"]["blocked"] is True
     assert "40 attention heads" in result.output
-    assert servers_on(ctx, world.args["port"]) == []
+    assert "server_id" not in result.data
+    assert servers_on(ctx, world.args["port"]) == before
 
 
 def test_a_launch_preflight_passes_starts_and_carries_its_checks(world: World) -> None:
