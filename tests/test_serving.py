@@ -7,6 +7,7 @@ argv they were given and then serve it, so the SGLang and vLLM presets run end t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -180,6 +181,17 @@ def no_server_left_behind(tmp_path: Path) -> Iterator[None]:
                 os.killpg(record["pgid"], signal.SIGKILL)
         except (OSError, KeyError, ValueError, IndexError):
             pass
+
+
+def started_with(argv: list[str]) -> list[str]:
+    """The servers whose record holds this command. Other workers start servers into the same
+    state folder meanwhile, so a refusal is checked by its own command, not by the folder."""
+    found = []
+    for record_file in STATE_DIR.glob("srv-*/record.json") if STATE_DIR.exists() else []:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(record_file.read_text()).get("argv") == argv:
+                found.append(record_file.parent.name)
+    return found
 
 
 def synthetic(port: int) -> list[str]:
@@ -416,7 +428,6 @@ def test_not_allowed_and_not_approved_launches_are_refused(
     contexts: Callable[..., ToolContext], where: str
 ) -> None:
     decisions: list[tuple[str, bool]] = []
-    before = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
     request = {"engine": "command", "command": synthetic(free_port()), "ready_log_line": "x"}
 
     not_allowed = contexts(allow=[])
@@ -435,9 +446,14 @@ def test_not_allowed_and_not_approved_launches_are_refused(
         denied, "stop_server", {"host": where, "server_id": "srv-20260101-000000-abcdef"}
     )
     assert not stop.ok and decisions[-1] == ("stop_server", False)
+    assert started_with(request["command"]) == []
 
-    after = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
-    assert after == before
+    # The same command approved is found by that check: it looks where a start would write.
+    approved = contexts()
+    started = launch(approved, where, **{**request, "ready_log_line": READY_LINE})
+    assert started.ok, started.output
+    assert started_with(request["command"]) == [started.data["server_id"]]
+    execute(approved, "stop_server", {"host": where, "server_id": started.data["server_id"]})
 
 
 # --- engine presets ----------------------------------------------------------------------
