@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import paramiko
 import pytest
+from paramiko.common import cMSG_CHANNEL_EOF
 
 from sleuth.errors import ErrorKind
 from sleuth.hosts.host import HostError, LocalHost
@@ -118,6 +120,32 @@ def test_large_stdin_and_output_flow_together(host: SSHHost) -> None:
     data = os.urandom(3 << 20)
     result = host.run(["cat"], timeout=30, max_bytes=4 << 20, stdin=data)
     assert result.stdout == data and result.exit_code == 0
+
+
+@pytest.mark.parametrize("stdin", [None, b"unread input"])
+def test_end_of_input_sent_late_does_not_drop_the_connection(
+    host: SSHHost, monkeypatch: pytest.MonkeyPatch, stdin: bytes | None
+) -> None:
+    """A thread that builds a channel's EOF and is descheduled before sending it: meanwhile
+    the command ends and the server's CLOSE is answered. OpenSSH drops the whole connection
+    on an EOF that follows our CLOSE (paramiko issue #1705); a loaded CI box did this to
+    about one run in two of test_no_sftp. Here every EOF sent the way paramiko's
+    shutdown_write sends it is held back 0.3 s, which is that descheduling made certain."""
+    send = paramiko.Transport._send_user_message
+
+    def late_eof(transport: paramiko.Transport, message: paramiko.Message) -> None:
+        if message.asbytes()[:1] == cMSG_CHANNEL_EOF:
+            time.sleep(0.3)
+        send(transport, message)
+
+    host.run(["true"], timeout=10, max_bytes=100)
+    transport = host.conn.transport
+    monkeypatch.setattr(paramiko.Transport, "_send_user_message", late_eof)
+    for _ in range(3):
+        result = host.run(["true"], timeout=10, max_bytes=100, stdin=stdin)
+        assert result.exit_code == 0
+    assert host.conn.transport is transport and transport.is_active()
+    assert host.conn.reconnects == 0
 
 
 def test_read_range_returns_exact_bytes_and_moves_only_those(

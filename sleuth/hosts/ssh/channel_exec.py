@@ -11,6 +11,8 @@ result, _ = conn.call(lambda t: exec_argv(conn, t, ["uname", "-a"], 30, 64_000, 
 - A channel that has not finished `LOCAL_GRACE_S` past the timeout is closed here: a timed-out
   result either way. A closed connection under a running command is an EOFError, which
   `Connection.call` treats as a drop.
+- End of input is sent by `send_eof`, not paramiko's `shutdown_write`, which can send it after
+  the channel's CLOSE; OpenSSH then drops the whole connection.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import paramiko
 
@@ -67,6 +70,39 @@ def not_run(result: RunResult, name: str) -> HostError | None:
     return None
 
 
+def send_eof(channel: paramiko.Channel) -> None:
+    """End the command's input, never after the channel's CLOSE.
+
+    paramiko's `shutdown_write` builds the EOF under the channel's lock and sends it after
+    releasing it. When the command has already ended, the transport thread can answer the
+    server's CLOSE in between, so our CLOSE goes out first and the EOF after it; OpenSSH frees
+    the channel on our CLOSE and drops the whole connection on the EOF ("ieof packet referred
+    to nonexistent channel", paramiko issue #1705, open), taking every call on it along. Here
+    the transport's send lock is held from the check to the send, as paramiko's own sends hold
+    it (`Transport._send_user_message`): a CLOSE built meanwhile waits for it, and a channel
+    closed before the check needs no EOF (paramiko's close sends one)."""
+    raw: Any = channel  # paramiko's internals are not in the stubs
+    transport: Any = channel.get_transport()
+    start = time.monotonic()
+    while True:
+        transport.clear_to_send.wait(0.1)  # cleared while keys are renegotiated
+        if not transport.is_active():
+            return
+        transport.clear_to_send_lock.acquire()
+        if transport.clear_to_send.is_set():
+            break
+        transport.clear_to_send_lock.release()
+        if time.monotonic() > start + transport.clear_to_send_timeout:
+            raise paramiko.SSHException("key exchange timed out waiting for key negotiation")
+    try:
+        with raw.lock:
+            eof = None if raw.closed else raw._send_eof()
+        if eof is not None:
+            transport._send_message(eof)
+    finally:
+        transport.clear_to_send_lock.release()
+
+
 def _collect(
     channel: paramiko.Channel,
     argv: list[str],
@@ -83,7 +119,7 @@ def _collect(
     if feeder:
         feeder.start()
     else:
-        channel.shutdown_write()
+        send_eof(channel)
     out = _ChannelDrain(channel.recv, max_bytes)
     local_timeout = not out.drain(channel, deadline)
     if not local_timeout:
@@ -156,6 +192,6 @@ class _StdinFeeder(threading.Thread):
     def run(self) -> None:
         try:
             self.channel.sendall(self.data)
-            self.channel.shutdown_write()
+            send_eof(self.channel)
         except (OSError, EOFError):  # the command exited without reading all of its input
             pass
