@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from benchmarks import write_results
 from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.policy import SandboxedHost
@@ -218,9 +219,7 @@ def main() -> None:
             finally:
                 ctx.close()
     text = report(pooled(runs), args.calls)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    write_results(args.out, text)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks import write_results
 from benchmarks.ssh_calls import WARMUP, connect, median_ms, run_calls, table
 from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
@@ -115,9 +116,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sleuth-bench-") as tmp:
         got = measure(Path(tmp), args.calls)
     text = report(got, args.calls)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    write_results(args.out, text)
 
 
 if __name__ == "__main__":

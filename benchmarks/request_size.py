@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks import write_results
 from sleuth.agent.brains.anthropic import AnthropicBrain
 from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.session import start_investigation
@@ -131,9 +132,7 @@ def main() -> None:
     ]
     for r in compact:
         assert r["estimate"] >= r["tokens4"], r
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import paramiko
 
+from benchmarks import write_results
 from benchmarks.ssh_calls import connect
 from sleuth.hosts.ssh import SSHHost
 from tests.sshd import SSHServer, missing_reason
@@ -150,9 +151,7 @@ def main() -> None:
             finally:
                 host.close()
     text = report(rows, args.repeat)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    write_results(args.out, text)
 
 
 if __name__ == "__main__":

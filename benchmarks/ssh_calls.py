@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import write_results
 from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.policy import SandboxedHost
@@ -316,9 +317,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sleuth-bench-") as tmp:
         rows = measure(Path(tmp), args.calls)
     text = report(rows, args.calls, args.machine)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    write_results(args.out, text)
 
 
 if __name__ == "__main__":
