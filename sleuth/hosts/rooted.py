@@ -14,8 +14,9 @@ On this machine, and on a host without Python, the same reads run as POSIX tools
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sleuth.errors import ErrorKind, HostError
 from sleuth.hosts import posix_files
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 PROGRAM = "sleuth-program"
 """argv[0] of a request in what a tool records: it names Sleuth's program, not a command."""
+Reply = TypeVar("Reply", bound=RunResult)
 SERVED = frozenset({"checkpoint_probe.py", "secret_scan.py"})
 """Sleuth's file-reading programs that the host program runs itself, beneath the roots."""
 
@@ -73,16 +75,13 @@ class RootedFiles:
     def read_lines(self, path: str, start: int, end: int, width: int) -> LineRange:
         """Lines START..END, each cut at `width` bytes, and the file's line count."""
         checked = self.sandbox.beneath(path)
-        cap = self.sandbox.limits.max_output_bytes
         argv = [PROGRAM, "read_lines", checked, str(start), str(end)]
-        try:
-            answer = self._ask(
-                "read_lines", checked, start=start, end=end, line_bytes=width, max_bytes=cap
-            )
-        except ProgramTimeout:
-            return LineRange(**_timed_out(argv))
-        if answer is None:
-            return posix_files.read_lines(self.sandbox.run, checked, start, end, width)
+        posix = partial(posix_files.read_lines, self.sandbox.run, checked, start, end, width)
+        answer = self._ask_or(
+            LineRange, argv, checked, posix, start=start, end=end, line_bytes=width
+        )
+        if not isinstance(answer, Answer):
+            return answer
         head = self._ok(answer, checked, "read")
         lines, at = [], 0
         for size in head["sizes"]:
@@ -94,14 +93,11 @@ class RootedFiles:
     def list_dir(self, path: str, depth: int) -> Listing:
         """The entries `depth` levels down, symlinks listed and not followed."""
         checked = self.sandbox.beneath(path)
-        cap = self.sandbox.limits.max_output_bytes
         argv = [PROGRAM, "list_dir", checked, str(depth)]
-        try:
-            answer = self._ask("list_dir", checked, depth=depth, max_bytes=cap)
-        except ProgramTimeout:
-            return Listing(**_timed_out(argv))
-        if answer is None:
-            return posix_files.list_dir(self.sandbox.run, checked, depth)
+        posix = partial(posix_files.list_dir, self.sandbox.run, checked, depth)
+        answer = self._ask_or(Listing, argv, checked, posix, depth=depth)
+        if not isinstance(answer, Answer):
+            return answer
         head = self._ok(answer, checked, "list")
         entries = [
             DirEntry(kind=FIND_KINDS.get(kind, "other"), size=size, name=name)
@@ -130,22 +126,29 @@ class RootedFiles:
         checked = self.sandbox.beneath(path)
         cap = self.sandbox.limits.max_output_bytes if max_bytes is None else max_bytes
         argv = [PROGRAM, "grep", *flags, "-e", pattern, "--", checked]
-        try:
-            answer = self._ask(
-                "grep",
-                checked,
-                flags=list(flags),
-                include=include,
-                pattern=pattern,
-                max_count=max_count,
-                max_bytes=cap,
-            )
-        except ProgramTimeout:
-            return GrepRun(**_timed_out(argv))
-        if answer is None:
-            return posix_files.grep(
-                self.sandbox.run, checked, flags, include, pattern, max_count, max_bytes
-            )
+        posix = partial(
+            posix_files.grep,
+            self.sandbox.run,
+            checked,
+            flags,
+            include,
+            pattern,
+            max_count,
+            max_bytes,
+        )
+        answer = self._ask_or(
+            GrepRun,
+            argv,
+            checked,
+            posix,
+            flags=list(flags),
+            include=include,
+            pattern=pattern,
+            max_count=max_count,
+            max_bytes=cap,
+        )
+        if not isinstance(answer, Answer):
+            return answer
         head = self._ok(answer, checked, "search")
         done = _done(argv, answer, head["cut"])
         done.update(exit_code=head["code"], stderr=answer.payload)
@@ -155,14 +158,11 @@ class RootedFiles:
         """The lines of `path` with these numbers."""
         checked = self.sandbox.beneath(path)
         wanted = sorted(set(numbers))
-        cap = self.sandbox.limits.max_output_bytes
         argv = [PROGRAM, "lines_at", checked]
-        try:
-            answer = self._ask("lines_at", checked, numbers=wanted, max_bytes=cap)
-        except ProgramTimeout:
-            return LinesAt(**_timed_out(argv))
-        if answer is None:
-            return posix_files.lines_at(self.sandbox.run, checked, wanted)
+        posix = partial(posix_files.lines_at, self.sandbox.run, checked, wanted)
+        answer = self._ask_or(LinesAt, argv, checked, posix, numbers=wanted)
+        if not isinstance(answer, Answer):
+            return answer
         head = self._ok(answer, checked, "read")
         lines = {int(n): text for n, text in head["lines"].items()}
         return LinesAt(**_done(argv, answer, head["cut"]), lines=lines)
@@ -228,6 +228,24 @@ class RootedFiles:
         if answer is not None and isinstance(failure(answer), ProgramTimeout):
             raise ProgramTimeout()
         return answer
+
+    def _ask_or(
+        self,
+        reply: type[Reply],
+        argv: list[str],
+        path: str,
+        without_program: Callable[[], Reply],
+        **args: Any,
+    ) -> Answer | Reply:
+        """The program's answer to the read `argv` names (its output capped at the output
+        limit unless `max_bytes` says otherwise); where the host has no program, the same
+        read by POSIX tools; past its time, `reply` as a run that timed out."""
+        args.setdefault("max_bytes", self.sandbox.limits.max_output_bytes)
+        try:
+            answer = self._ask(argv[1], path, **args)
+        except ProgramTimeout:
+            return reply(**_timed_out(argv))
+        return without_program() if answer is None else answer
 
     def _ask_unconfined(self, head: dict[str, Any]) -> Answer | None:
         sandbox = self.sandbox
