@@ -2,7 +2,7 @@
 
 A command's module is imported only when that command runs (or help lists it), so
 `sleuth --version` and `sleuth tool ...` do not pay for the MCP SDK, the model SDKs or the
-benchmark client. A module adds its commands with `register(app)`.
+benchmark client.
 """
 
 from __future__ import annotations
@@ -15,24 +15,25 @@ import typer
 from typer.core import TyperGroup
 
 COMMANDS = {
-    "demo": "sleuth.cli.demo_cmd",
-    "ask": "sleuth.cli.ask_cmd",
-    "tool": "sleuth.cli.tools_cmd",
-    "tools": "sleuth.cli.tools_cmd",
-    "hosts": "sleuth.cli.tools_cmd",
-    "servers": "sleuth.cli.servers_cmd",
-    "diagnose": "sleuth.cli.diagnose_cmd",
-    "preflight": "sleuth.cli.preflight_cmd",
-    "show": "sleuth.cli.transcripts_cmd",
-    "verify": "sleuth.cli.transcripts_cmd",
-    "replay": "sleuth.cli.replay_cmd",
-    "resume": "sleuth.cli.replay_cmd",
-    "mcp": "sleuth.cli.mcp_cmd",
-    "schema": "sleuth.cli.schema_cmd",
-    "bench": "sleuth.cli.bench_cmd",
-    "export": "sleuth.cli.export_cmd",
+    "demo": "sleuth.cli.demo_cmd:demo",
+    "ask": "sleuth.cli.ask_cmd:ask",
+    "tool": "sleuth.cli.tools_cmd:run_tool",
+    "tools": "sleuth.cli.tools_cmd:list_tools",
+    "hosts": "sleuth.cli.tools_cmd:show_hosts",
+    "servers": "sleuth.cli.servers_cmd:servers",
+    "diagnose": "sleuth.cli.diagnose_cmd:diagnose_file",
+    "preflight": "sleuth.cli.preflight_cmd:preflight",
+    "show": "sleuth.cli.transcripts_cmd:show",
+    "verify": "sleuth.cli.transcripts_cmd:verify_cmd",
+    "replay": "sleuth.cli.replay_cmd:replay_cmd",
+    "resume": "sleuth.cli.replay_cmd:resume_cmd",
+    "mcp": "sleuth.cli.mcp_cmd:mcp",
+    "schema": "sleuth.cli.schema_cmd:show_schema",
+    "bench": "sleuth.cli.bench_cmd:bench_app",
+    "export": "sleuth.cli.export_cmd:export_app",
 }
-"""Each command, in the order help lists them, and the module that registers it."""
+"""Each command, in the order help lists them, and its function (or, for a command with
+subcommands, its Typer) as `module:name`."""
 
 
 class _LazyCommands(TyperGroup):
@@ -45,9 +46,13 @@ class _LazyCommands(TyperGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in COMMANDS:
             return None
-        module = importlib.import_module(COMMANDS[cmd_name])
+        module, _, name = COMMANDS[cmd_name].partition(":")
+        target = getattr(importlib.import_module(module), name)
         commands = typer.Typer(add_completion=False)
-        module.register(commands)
+        if isinstance(target, typer.Typer):
+            commands.add_typer(target, name=cmd_name)
+        else:
+            commands.command(cmd_name)(target)
         return _reflowed(typer.main.get_group(commands).get_command(ctx, cmd_name))
 
 

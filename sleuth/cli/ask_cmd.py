@@ -51,10 +51,6 @@ EXIT_FOR_STATUS = {
 }
 
 
-def register(app: typer.Typer) -> None:
-    app.command("ask")(ask)
-
-
 # The options only `ask` takes.
 Question = Annotated[str, typer.Argument(help="The question, in plain words.")]
 ProviderName = Annotated[

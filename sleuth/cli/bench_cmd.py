@@ -111,18 +111,15 @@ class _BenchGroup(TyperGroup):
         return result
 
 
-bench_app = typer.Typer(cls=_BenchGroup, add_completion=False, no_args_is_help=False)
+bench_app = typer.Typer(
+    cls=_BenchGroup,
+    add_completion=False,
+    no_args_is_help=False,
+    help="Benchmark a serving endpoint (sleuth bench ENDPOINT -m MODEL -c 1,8), compare "
+    "runs (sleuth bench compare A B), or A/B two configurations in turns (sleuth bench ab "
+    "URL_A URL_B -m MODEL -c 8). See sleuth bench --help.",
+)
 bench_app.command("ab", help=AB_HELP)(ab_cmd)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(
-        bench_app,
-        name="bench",
-        help="Benchmark a serving endpoint (sleuth bench ENDPOINT -m MODEL -c 1,8), compare "
-        "runs (sleuth bench compare A B), or A/B two configurations in turns (sleuth bench ab "
-        "URL_A URL_B -m MODEL -c 8). See sleuth bench --help.",
-    )
 
 
 @bench_app.command("run", help=RUN_HELP)

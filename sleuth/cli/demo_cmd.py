@@ -41,10 +41,6 @@ QUESTIONS = (
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.command("demo")(demo)
-
-
 @shared_options("as_json")
 def demo(
     directory: Annotated[

@@ -22,10 +22,6 @@ READ_BYTES = 4 << 20
 ENGINES: dict[str, Engine] = {"vllm": "vllm", "sglang": "sglang"}
 
 
-def register(app: typer.Typer) -> None:
-    app.command("diagnose")(diagnose_file)
-
-
 @shared_options("as_json")
 def diagnose_file(
     log: str = typer.Argument(..., help="The server's log file, or - to read standard input."),

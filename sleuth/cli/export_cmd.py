@@ -21,16 +21,12 @@ from sleuth.cli.common import (
 )
 from sleuth.cli.shared_options import SharedOptions, shared_options
 
-export_app = typer.Typer(add_completion=False, no_args_is_help=True)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(
-        export_app,
-        name="export",
-        help="Export recorded runs to the tools operators already watch.\n\n"
-        "Example: sleuth export otel transcripts/*.jsonl --endpoint http://127.0.0.1:4318",
-    )
+export_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Export recorded runs to the tools operators already watch.\n\n"
+    "Example: sleuth export otel transcripts/*.jsonl --endpoint http://127.0.0.1:4318",
+)
 
 
 @export_app.command("otel")

@@ -33,10 +33,6 @@ from sleuth.tools.context import ToolContext
 from sleuth.transcripts.seal import Seal
 
 
-def register(app: typer.Typer) -> None:
-    app.command("mcp")(mcp)
-
-
 @shared_options(
     "transcripts", "accept_new_host_key", "no_sign", "otlp_endpoint", "otel_content", "config"
 )

@@ -16,10 +16,6 @@ from sleuth.errors import ErrorKind
 from sleuth.outputs import PreflightOutput
 
 
-def register(app: typer.Typer) -> None:
-    app.command("preflight")(preflight)
-
-
 @shared_options("accept_new_host_key", "transcripts", "no_sign", "as_json", "config")
 def preflight(
     engine: str = typer.Argument(..., help="vllm or sglang."),

@@ -61,11 +61,6 @@ RecordedToolChoice = Annotated[
 ]
 
 
-def register(app: typer.Typer) -> None:
-    app.command("replay")(replay_cmd)
-    app.command("resume")(resume_cmd)
-
-
 def _context(
     recorded: Recorded,
     settings: Settings,

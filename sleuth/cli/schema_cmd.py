@@ -10,10 +10,6 @@ from sleuth.cli.common import EXIT_USAGE, console, fail, print_json
 from sleuth.outputs import OUTPUTS, schema
 
 
-def register(app: typer.Typer) -> None:
-    app.command("schema")(show_schema)
-
-
 def show_schema(
     name: Annotated[
         str | None,

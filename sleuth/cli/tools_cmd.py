@@ -38,12 +38,6 @@ from sleuth.transcripts.fleet import is_fleet_host
 from sleuth.transcripts.results import ToolResult
 
 
-def register(app: typer.Typer) -> None:
-    app.command("tool")(run_tool)
-    app.command("tools")(list_tools)
-    app.command("hosts")(show_hosts)
-
-
 def parse_assignments(pairs: list[str]) -> dict[str, Any]:
     """key=value pairs; a value that is a JSON list or object is parsed, the rest stay text."""
     values: dict[str, Any] = {}

@@ -209,8 +209,3 @@ def verify_cmd(
         _print_report(report)
     codes = {"signed": EXIT_OK, "integrity_only": EXIT_INTEGRITY_ONLY, "failed": EXIT_ERROR}
     raise typer.Exit(codes[report.verdict])
-
-
-def register(app: typer.Typer) -> None:
-    app.command("show")(show)
-    app.command("verify")(verify_cmd)
