@@ -22,6 +22,7 @@ from sleuth.cli.common import (
 from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL
 from sleuth.tools.context import ToolContext
+from sleuth.tools.serving.status import older_not_shown
 from sleuth.tools.serving.stop import stop_command
 
 
@@ -43,10 +44,11 @@ def servers(host: HostName = LOCAL, *, opts: SharedOptions) -> None:
     if not result.ok:
         fail(f"could not list the servers on {host}: {result.error}", EXIT_ERROR)
     found: list[dict[str, Any]] = result.data["servers"]
+    older: int = result.data.get("older_not_shown", 0)
     if opts.as_json:
-        print_json({"host": host, "servers": found})
+        print_json({"host": host, "servers": found, "older_not_shown": older})
         return
-    if not found:
+    if not found and not older:
         console.print(f"no servers started by Sleuth on host {host!r}")
         return
     table = Table(title=f"servers Sleuth started on {host}")
@@ -59,6 +61,8 @@ def servers(host: HostName = LOCAL, *, opts: SharedOptions) -> None:
             s["server_id"], s["engine"], str(s["port"]), state, f"{s['uptime_s']:.0f}", stop
         )
     console.print(table)
+    if older:
+        console.print(escape(older_not_shown(older)), highlight=False, soft_wrap=True)
 
 
 def launched_by_run(ctx: ToolContext, tool_data: Mapping[str, Any]) -> list[dict[str, Any]]:

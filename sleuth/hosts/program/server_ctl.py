@@ -32,6 +32,8 @@ WRAPPER = '"$@"; echo $? >"$0"'
 SCAN_CHUNK = 4 << 20
 TAIL_BYTES = 16 << 10
 BODY_CAP = 256 << 10
+# The ended servers `list` shows, newest first; every live one is shown too.
+LIST_LIMIT = 50
 
 
 class Refused(Exception):
@@ -289,9 +291,12 @@ def ended_at(record: dict[str, Any]) -> float | None:
         return None
 
 
+def is_alive(record: dict[str, Any]) -> bool:
+    return proc_state(record["pid"]) not in (None, "Z")
+
+
 def alive_and_code(record: dict[str, Any]) -> tuple[bool, int | None]:
-    state = proc_state(record["pid"])
-    alive = state is not None and state != "Z"
+    alive = is_alive(record)
     return alive, (None if alive else exit_code(record))
 
 
@@ -393,28 +398,37 @@ def _signal_all(record: dict[str, Any], pids: list[int], sig: int) -> None:
 
 
 def cmd_list(arg: dict[str, Any]) -> dict[str, Any]:
-    servers = []
+    """Every live server and the newest `limit` ended ones, oldest first; `older` counts the
+    ended records left out. Records are kept (their logs are for a person to read), so a busy
+    host has thousands: one left out costs a record read and a /proc read, nothing more."""
+    limit = max(0, int(arg.get("limit", LIST_LIMIT)))
     try:
-        names = sorted(os.listdir(STATE_DIR))
+        names = [n for n in os.listdir(STATE_DIR) if SERVER_ID.match(n)]
     except FileNotFoundError:
         names = []
-    for name in names:
-        if not SERVER_ID.match(name):
-            continue
+    servers: list[dict[str, Any]] = []
+    ended = older = 0
+    for name in sorted(names, reverse=True):  # an id begins with its start time: newest first
         try:
             record = read_record(name)
-        except (Refused, ValueError):
+            alive = is_alive(record)
+        except (Refused, ValueError, KeyError, TypeError):
             continue
-        alive, code = alive_and_code(record)
+        if not alive:
+            if ended >= limit:
+                older += 1
+                continue
+            ended += 1
         servers.append(
             {
                 "record": record,
                 "alive": alive,
-                "exit_code": code,
+                "exit_code": None if alive else exit_code(record),
                 "ended_at": None if alive else ended_at(record),
             }
         )
-    return {"servers": servers, "now": time.time()}
+    servers.reverse()
+    return {"servers": servers, "older": older, "now": time.time()}
 
 
 def cmd_log(arg: dict[str, Any]) -> dict[str, Any]:

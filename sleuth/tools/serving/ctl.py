@@ -18,6 +18,10 @@ from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.results import ToolError
 
 SERVER_ID_PATTERN = r"^srv-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$"
+STATE_DIR = "/tmp/sleuth-servers"
+"""Where server_ctl keeps a folder per server on the host (its STATE_DIR)."""
+ANSWER_CAP = 4 << 20
+"""The most bytes of one answer read from the host; a longer one is an error, never parsed."""
 
 
 class CtlRefused(ToolError):
@@ -117,8 +121,11 @@ class Listed(BaseModel):
 
 
 class Listing(BaseModel):
+    """Every live server and the newest ended ones; `older` ended records are not in it."""
+
     servers: list[Listed]
     now: float
+    older: int = 0
 
 
 class LogText(BaseModel):
@@ -144,7 +151,7 @@ def ctl(
         [command],
         secrets=arg,
         timeout=timeout,
-        max_bytes=4 << 20,
+        max_bytes=ANSWER_CAP,
         retry=command not in ("start", "stop"),  # never start or stop a server twice
     )
     if result.timed_out:
@@ -159,7 +166,20 @@ def ctl(
             f"{result.exit_code}: {err or '(no output)'}. It needs {host.config.python!r} on "
             f"the host; set `python` under [hosts.{host.name}] if it lives elsewhere"
         )
-    out: dict[str, Any] = json.loads(lines[-1])
+    where = f"server control ({command}) on host {host.name!r}"
+    if result.stdout_cut:
+        raise ToolError(
+            f"the answer of {where} passed {ANSWER_CAP:,} bytes and was cut "
+            f"({result.stdout_cut:,} bytes more were dropped), so it cannot be read"
+        )
+    try:
+        out = json.loads(lines[-1])
+    except ValueError:
+        out = None
+    if not isinstance(out, dict):
+        raise ToolError(
+            f"{where} answered with a line that is not a JSON object: {lines[-1][:200]!r}"
+        )
     if "error" in out:
         raise CtlRefused(str(out["error"]), str(out.get("kind", "other")))
     return answer.model_validate(out)

@@ -133,6 +133,9 @@ class ServerSummary(BaseModel):
 
 class ServerList(BaseModel):
     servers: list[ServerSummary]
+    """Every live server and the newest that ended, oldest first."""
+    older_not_shown: int = 0
+    """Ended servers older than those, left out; their records stay on the host."""
 
 
 class StopData(BaseModel):

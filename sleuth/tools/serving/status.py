@@ -19,6 +19,7 @@ from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import cap_output
 from sleuth.tools.serving.ctl import (
     SERVER_ID_PATTERN,
+    STATE_DIR,
     HttpAnswer,
     Listing,
     ServerRecord,
@@ -277,18 +278,25 @@ def _list_servers(host: SandboxedHost, ctx: ToolContext) -> ToolResult:
         )
         for item in out.servers
     ]
-    if not servers:
-        text = f"no servers started by Sleuth on host {host.name!r}"
-    else:
-        text = "\n".join(
-            f"{s.server_id}  {s.engine:7}  port {s.port}  "
-            f"{'alive' if s.alive else 'not running'}  up {s.uptime_s:.0f} s"
-            for s in servers
-        )
+    lines = [
+        f"{s.server_id}  {s.engine:7}  port {s.port}  "
+        f"{'alive' if s.alive else 'not running'}  up {s.uptime_s:.0f} s"
+        for s in servers
+    ]
+    if out.older:
+        lines.append(older_not_shown(out.older))
+    text = "\n".join(lines) or f"no servers started by Sleuth on host {host.name!r}"
     text, cut = cap_output(text, ctx.limits.max_output_bytes, ctx.limits.max_output_lines)
     return ToolResult(
         ok=True,
         output=text,
-        data=ServerList(servers=servers).model_dump(mode="json"),
+        data=ServerList(servers=servers, older_not_shown=out.older).model_dump(mode="json"),
         bytes_cut=cut,
+    )
+
+
+def older_not_shown(count: int) -> str:
+    """The line that says a listing left out `count` older ended servers."""
+    return (
+        f"... and {count:,} older ended servers not shown (records under {STATE_DIR} on the host)"
     )

@@ -1,0 +1,198 @@
+"""server_status's list and `sleuth servers` on a host that keeps many records, and server
+control answers Sleuth cannot read, against the real program on a local host and over sshd.
+
+server_ctl keeps every server's record and log under /tmp/sleuth-servers for a person to read,
+so a busy host gathers thousands. These tests write records of their own there, dated in the
+year 2000 so that they sort before every real server, each test's ids with their own random
+hex so parallel workers never share one, and remove exactly those folders after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sleuth.agent.calls import execute
+from sleuth.config import HostConfig, Limits
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
+from sleuth.hosts.program import server_ctl
+from sleuth.tools.approval import deny_all
+from sleuth.tools.context import ToolContext
+from sleuth.tools.results import ToolError
+from sleuth.tools.serving.ctl import ANSWER_CAP, STATE_DIR, Listing, LogText, ctl
+
+STATE = Path(STATE_DIR)
+# A pid no process can have: pids stay below pid_max.
+DEAD_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1000
+
+
+class Records:
+    """Server records this test writes into the real state folder, removed after it."""
+
+    def __init__(self) -> None:
+        self.hex = secrets.token_hex(3)
+        self.made: list[Path] = []
+
+    def write(self, day: int, n: int, pid: int = DEAD_PID, argv: list[str] | None = None) -> str:
+        sid = f"srv-200001{day:02d}-{n:06d}-{self.hex}"
+        folder = STATE / sid
+        STATE.mkdir(mode=0o700, exist_ok=True)
+        folder.mkdir(mode=0o700)
+        self.made.append(folder)
+        (folder / "server.log").write_text("a server of the year 2000\n")
+        if pid == DEAD_PID:
+            (folder / "exit_code").write_text("0\n")
+        record = {
+            "id": sid,
+            "engine": "command",
+            "pid": pid,
+            "pgid": pid,
+            "port": 1,
+            "argv": argv or ["true"],
+            "env_names": [],
+            "ready": {"log_line": "ready"},
+            "started_at": 946_684_800.0 + day * 86_400 + n,
+            "log": str(folder / "server.log"),
+            "exit_file": str(folder / "exit_code"),
+            "dir": str(folder),
+        }
+        (folder / "record.json").write_text(json.dumps(record))
+        return sid
+
+
+@pytest.fixture
+def records() -> Iterator[Records]:
+    made = Records()
+    try:
+        yield made
+    finally:
+        for folder in made.made:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process, for a record that server_ctl must see as a running server."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(params=["local", "remote"])
+def host(request: pytest.FixtureRequest, tmp_path: Path) -> SandboxedHost:
+    """The local host, or the same machine over sshd: one state folder either way."""
+    if request.param == "local":
+        return SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
+    made: SandboxedHost = request.getfixturevalue("ssh_host_factory")("remote", [str(tmp_path)])
+    return made
+
+
+def list_servers(host: SandboxedHost) -> tuple[dict[str, Any], str]:
+    ctx = ToolContext(hosts={host.name: host}, approver=deny_all)
+    result = execute(ctx, "server_status", {"host": host.name})
+    assert result.ok, result.output
+    return result.data, result.output
+
+
+def test_the_list_shows_every_live_server_and_the_newest_ended_and_counts_the_rest(
+    host: SandboxedHost, records: Records, sleeper: subprocess.Popen[bytes]
+) -> None:
+    live = records.write(1, 0, pid=sleeper.pid)  # older than every ended one
+    ended = [records.write(2, n) for n in range(120)]
+    data, output = list_servers(host)
+
+    shown = [s["server_id"] for s in data["servers"]]
+    assert shown == sorted(shown)  # oldest first, as before
+    assert sum(not s["alive"] for s in data["servers"]) <= server_ctl.LIST_LIMIT
+    mine = [sid for sid in shown if sid in ended]
+    assert mine == ended[len(ended) - len(mine) :]  # the newest of them, if any
+    assert data["older_not_shown"] >= len(ended) - len(mine) >= 70
+    assert {s["server_id"]: s["alive"] for s in data["servers"]}[live] is True
+    assert output.splitlines()[-1] == (
+        f"... and {data['older_not_shown']:,} older ended servers not shown "
+        "(records under /tmp/sleuth-servers on the host)"
+    )
+    assert STATE_DIR == server_ctl.STATE_DIR
+
+
+def test_a_host_with_thousands_of_records_still_lists(records: Records) -> None:
+    """The defect itself: 2,200 ended servers with a 2 KB command each made an answer over
+    ANSWER_CAP, which was cut and failed to parse ("internal error in server_status")."""
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/m" * 1000]
+    for n in range(2_200):
+        records.write(3, n, argv=argv)
+    assert 2_200 * len(json.dumps(argv)) > ANSWER_CAP
+    host = SandboxedHost("local", LocalHost(), HostConfig(), Limits())
+    data, _ = list_servers(host)
+    assert len(data["servers"]) < 1_000
+    assert data["older_not_shown"] >= 2_200 - server_ctl.LIST_LIMIT
+
+
+def test_an_answer_over_the_cap_is_a_tool_error_that_names_the_cut(
+    host: SandboxedHost, records: Records
+) -> None:
+    sid = records.write(4, 0)
+    log = STATE / sid / "server.log"
+    log.write_bytes(b"x" * (ANSWER_CAP + (1 << 20)))
+    with pytest.raises(ToolError) as caught:
+        ctl(host, "log", {"id": sid, "bytes": ANSWER_CAP * 2}, LogText)
+    message = str(caught.value)
+    assert f"server control (log) on host {host.name!r} passed {ANSWER_CAP:,} bytes" in message
+    assert "was cut" in message
+
+
+def test_an_answer_that_is_not_json_is_a_tool_error_that_names_the_command(
+    tmp_path: Path,
+) -> None:
+    """The host's python prints a line after the program's answer (a wrapper, a profile)."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\n"{sys.executable}" "$@"\necho "welcome to the host {{"\n')
+    python.chmod(0o755)
+    host = SandboxedHost("local", LocalHost(), HostConfig(python=str(python)), Limits())
+    with pytest.raises(ToolError) as caught:
+        ctl(host, "list", {}, Listing)
+    assert "server control (list) on host 'local' answered with a line that is not" in str(
+        caught.value
+    )
+    ctx = ToolContext(hosts={"local": host}, approver=deny_all)
+    result = execute(ctx, "server_status", {"host": "local"})
+    assert not result.ok and "internal error" not in (result.error or "")
+    assert "not a JSON object" in (result.error or "")
+
+
+def test_sleuth_servers_says_how_many_older_servers_it_left_out(
+    tmp_path: Path, records: Records
+) -> None:
+    for n in range(server_ctl.LIST_LIMIT + 5):
+        records.write(5, n)
+    (tmp_path / "sleuth.toml").write_text(f'[hosts.local]\nroots = ["{tmp_path}"]\n')
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "sleuth.cli", "servers", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    older = json.loads(cli("--json"))["older_not_shown"]
+    assert older >= 5
+    assert "older ended servers not shown (records under /tmp/sleuth-servers" in cli()
