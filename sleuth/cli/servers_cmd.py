@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import typer
 from rich.markup import escape
 from rich.table import Table
 
@@ -24,10 +23,6 @@ from sleuth.config import LOCAL
 from sleuth.tools.context import ToolContext
 from sleuth.tools.serving.status import older_not_shown
 from sleuth.tools.serving.stop import stop_command
-
-
-def register(app: typer.Typer) -> None:
-    app.command("servers")(servers)
 
 
 @shared_options("accept_new_host_key", "as_json", "config")
