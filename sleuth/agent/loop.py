@@ -222,16 +222,7 @@ class Investigation:
     def _record_turn(self, turn: int, reply: BrainReply) -> None:
         cost = self.meter.add_turn(reply.usage)
         self.writer.append(
-            ModelTurn(
-                turn=turn,
-                request_messages=len(self.messages),
-                request_hash=reply.request_hash,
-                response=reply.response,
-                usage=reply.usage,
-                cost_usd=cost,
-                latency_s=reply.latency_s,
-                retries=reply.retries,
-            )
+            ModelTurn(turn=turn, request_messages=len(self.messages), cost_usd=cost, **dict(reply))
         )
         self.observer.turn_ended(turn, reply, cost)
 

@@ -30,15 +30,5 @@ def approval_event(
 ) -> ApprovalEvent:
     """The decision, with the input as shown for approval (environment values hidden), the
     command line and the environment names."""
-    return ApprovalEvent(
-        call_id=call_id,
-        tool=request.tool,
-        host=request.host,
-        input=request.input,
-        argv=request.argv,
-        env=request.env,
-        approved=decision.approved,
-        by=decision.by,
-        reason=decision.reason,
-        rule=decision.rule,
-    )
+    shown = request.model_dump(exclude={"rules", "rules_from"})
+    return ApprovalEvent(call_id=call_id, **shown, **dict(decision))
