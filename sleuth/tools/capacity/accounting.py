@@ -25,6 +25,8 @@ SG = "sglang 0.5.23 python/sglang/srt/"
 SGLANG_PRELOAD = int(0.5 * GIB)
 SGLANG_PRELOAD_TP = int(0.5 * GIB)
 UNCERTAIN_SHARE = 0.02
+FROM_SETUP = {"engine", "rules", "device", "memory_bytes", "fraction", "block_size"}
+"""The setup's fields an account carries as they are."""
 
 
 class KvAccount(BaseModel):
@@ -77,17 +79,12 @@ def account(s: EngineSetup, shape: ModelShape, weights: int) -> KvAccount:
     spread = sum(int(t.bytes * t.spread) for t in terms)
     token_spread = spread // layout.token_bytes if layout.token_bytes else 0
     return KvAccount(
-        engine=s.engine,
-        rules=s.rules,
-        device=s.device,
-        memory_bytes=s.memory_bytes,
-        fraction=s.fraction,
+        **s.model_dump(include=FROM_SETUP),
         budget_bytes=budget,
         budget_how=how,
         terms=terms,
         kv_pool_bytes=pool,
         token_bytes=layout.token_bytes,
-        block_size=s.block_size,
         groups=layout.groups,
         blocks=layout.blocks,
         blocks_per_request=layout.blocks_per_request,
