@@ -22,7 +22,14 @@ from sleuth.agent.replay.recorded import Recorded, ReplayError, replayable
 from sleuth.agent.replay.resume import resumable, resume_investigation
 from sleuth.agent.replay.run import replay
 from sleuth.agent.view import LiveView
-from sleuth.cli.ask_cmd import EXIT_FOR_STATUS, show
+from sleuth.cli.ask_cmd import (
+    EXIT_FOR_STATUS,
+    BaseUrl,
+    FirstToolChoice,
+    MaxTokens,
+    ModelName,
+    show,
+)
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -39,26 +46,10 @@ from sleuth.cli.common import (
 )
 from sleuth.cli.sealing import say_warnings
 from sleuth.cli.shared_options import SharedOptions, shared_options
-from sleuth.config import LOCAL, Settings, ToolChoice
+from sleuth.config import LOCAL, Settings
 from sleuth.outputs import ReplayOutput
 from sleuth.tools.context import ToolContext
 from sleuth.transcripts.store import TranscriptError
-
-# The flags of `resume` that win over what session_started recorded.
-RecordedModel = Annotated[
-    str | None, typer.Option("--model", help="Instead of the recorded model.")
-]
-RecordedEndpoint = Annotated[
-    str | None,
-    typer.Option("--base-url", help="Instead of the recorded endpoint (the server moved)."),
-]
-RecordedMaxTokens = Annotated[
-    int | None,
-    typer.Option("--max-tokens", min=1, help="Instead of the recorded output tokens per turn."),
-]
-RecordedToolChoice = Annotated[
-    ToolChoice | None, typer.Option("--tool-choice", help="Instead of the recorded tool choice.")
-]
 
 
 def _context(
@@ -171,17 +162,18 @@ def _print_drift(result: ReplayResult) -> None:
 def resume_cmd(
     transcript: TranscriptFile,
     yes: ApproveFlag = False,
-    model: RecordedModel = None,
-    base_url: RecordedEndpoint = None,
-    max_tokens: RecordedMaxTokens = None,
-    tool_choice: RecordedToolChoice = None,
+    model: ModelName = None,
+    base_url: BaseUrl = None,
+    max_tokens: MaxTokens = None,
+    tool_choice: FirstToolChoice = None,
     *,
     opts: SharedOptions,
 ) -> None:
     """Continue an interrupted investigation from its last complete turn, in the same file.
 
-    The brain, its options and the limits are the recorded ones; a flag given here wins, and
-    each difference from today's settings is said before the run goes on.
+    The brain, its options and the limits are the recorded ones, not the defaults the flags
+    name; a flag given here wins, and each difference from today's settings is said before the
+    run goes on.
     Example: sleuth resume transcripts/20261129T093012Z-ab12.jsonl
     """
     try:
