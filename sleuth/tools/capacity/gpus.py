@@ -8,14 +8,17 @@ against. Each `cuda_mib` is quoted from an engine log or an out-of-memory messag
 found, else nvidia-smi's total less 512 MiB (marked "estimated"). `sms` (streaming
 multiprocessors) sizes vLLM's sampler buffer. Compute capability is the CUDA SM version the
 engines compare quantisation methods against. A host's real `gpu_info` always wins over this
-table: the table answers "what if" questions about GPUs that are not there.
+table: the table answers "what if" questions about GPUs that are not there. The rows, with
+where each figure was read, are data: gpus.toml beside this file.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
+from importlib import resources
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from sleuth.tools.results import ToolError
 
@@ -48,58 +51,43 @@ class GpuSpec(BaseModel):
         return int(major) * 10 + int(minor)
 
 
-def _row(key: str, smi: str, mib: int, cc: str, where: str, cuda: str, sms: int) -> GpuSpec:
-    """A table row; `cuda` is "MiB=evidence" for the CUDA-visible total, or "" to estimate it."""
-    cuda_mib, _, cuda_where = cuda.partition("=")
-    seen = int(cuda_mib) if cuda_mib else mib - 512
-    told = cuda_where or "estimated as nvidia-smi's total less 512 MiB (no engine log found)"
+class GpuRow(BaseModel):
+    """One row of gpus.toml, as written there."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    smi_name: str
+    memory_mib: int
+    memory_from: str
+    cuda_mib: int = 0
+    cuda_evidence: str = ""
+    compute_capability: str
+    sms: int
+
+
+def _spec(row: GpuRow) -> GpuSpec:
+    seen = row.cuda_mib or row.memory_mib - 512
+    told = row.cuda_evidence or "estimated as nvidia-smi's total less 512 MiB (no engine log found)"
     return GpuSpec(
-        key=key,
-        smi_name=smi,
-        memory_mib=mib,
-        compute_capability=cc,
-        source=f"built-in GPU table row {key}: memory.total {mib} MiB from {where}; CUDA "
-        f"total {seen} MiB ({told}); compute capability {cc} from {NVIDIA_CC}",
+        key=row.key,
+        smi_name=row.smi_name,
+        memory_mib=row.memory_mib,
+        compute_capability=row.compute_capability,
+        source=f"built-in GPU table row {row.key}: memory.total {row.memory_mib} MiB from "
+        f"{row.memory_from}; CUDA total {seen} MiB ({told}); compute capability "
+        f"{row.compute_capability} from {NVIDIA_CC}",
         cuda_mib=seen,
-        sms=sms,
+        sms=row.sms,
     )
 
 
-_LLMD = "vLLM 0.19.0 log 'total_memory=79.19GiB' (llm-d-planner PR 205)"
-TABLE: tuple[GpuSpec, ...] = (
-    _row("A100-40GB", "NVIDIA A100-SXM4-40GB", 40960, "8.0", "nvidia-smi on A100-SXM4-40GB",
-         "40448=vLLM log 'total_gpu_memory (39.50GiB)' (vllm issue 12330)", 108),
-    _row("A100-80GB", "NVIDIA A100-SXM4-80GB", 81920, "8.0", "nvidia-smi on A100-SXM4-80GB",
-         "", 108),
-    _row("H100-SXM-80GB", "NVIDIA H100 80GB HBM3", 81559, "9.0", "nvidia-smi on H100 SXM5",
-         f"81090={_LLMD}", 132),
-    _row("H100-PCIE-80GB", "NVIDIA H100 PCIe", 81559, "9.0", "nvidia-smi on H100 PCIe",
-         f"81090={_LLMD}, as the SXM part", 114),
-    _row("H100-NVL", "NVIDIA H100 NVL", 95830, "9.0", "nvidia-smi on H100 NVL", "", 132),
-    _row("H800", "NVIDIA H800", 81559, "9.0", "nvidia-smi on H800 SXM",
-         f"81090={_LLMD}, as the H100 SXM", 132),
-    _row("H200", "NVIDIA H200", 143771, "9.0", "nvidia-smi on H200 SXM (141 GB HBM3e)",
-         "143157=torch.cuda.mem_get_info() on an H200 (150,109,880,320 B; nvidia-smi "
-         "memory.reserved 616 MiB)", 132),
-    _row("H20", "NVIDIA H20", 97871, "9.0", "nvidia-smi on H20 (96 GB HBM3)", "", 78),
-    _row("L40S", "NVIDIA L40S", 46068, "8.9", "nvidia-smi on L40S (48 GB GDDR6)",
-         "45466=PyTorch 'total capacity of 44.40 GiB' on an L40 (NVlabs/Eagle issue 68)", 142),
-    _row("L40", "NVIDIA L40", 46068, "8.9", "nvidia-smi on L40 (48 GB GDDR6)",
-         "45466=PyTorch 'total capacity of 44.40 GiB' (NVlabs/Eagle issue 68)", 142),
-    _row("L20", "NVIDIA L20", 46068, "8.9", "nvidia-smi on L20 (48 GB GDDR6)", "", 92),
-    _row("L4", "NVIDIA L4", 23034, "8.9", "nvidia-smi on L4 (24 GB GDDR6)", "", 58),
-    _row("A10G", "NVIDIA A10G", 23028, "8.6", "nvidia-smi on A10G (24 GB GDDR6)", "", 80),
-    _row("A10", "NVIDIA A10", 23028, "8.6", "nvidia-smi on A10 (24 GB GDDR6)", "", 72),
-    _row("T4", "Tesla T4", 15360, "7.5", "nvidia-smi on Tesla T4 (16 GB GDDR6)", "", 40),
-    _row("RTX-3090", "NVIDIA GeForce RTX 3090", 24576, "8.6", "nvidia-smi on RTX 3090",
-         "24146=vLLM log 'total_gpu_memory=23.58GiB' (vllm issue 10517)", 82),
-    _row("RTX-4090", "NVIDIA GeForce RTX 4090", 24564, "8.9", "nvidia-smi on RTX 4090",
-         "24207=PyTorch 'total capacity of 23.64 GiB' (ali-vilab/VGen issue 104)", 128),
-    _row("RTX-A6000", "NVIDIA RTX A6000", 49140, "8.6", "nvidia-smi on RTX A6000", "", 84),
-    _row("B200", "NVIDIA B200", 183359, "10.0", "nvidia-smi on B200 (180 GB HBM3e)", "", 148),
-    _row("GB200", "NVIDIA GB200", 189471, "10.0", "nvidia-smi on GB200 NVL72 (186 GB HBM3e)",
-         "", 152),
-)  # fmt: skip
+def _table() -> tuple[GpuSpec, ...]:
+    text = resources.files(__package__).joinpath("gpus.toml").read_text(encoding="utf-8")
+    return tuple(_spec(GpuRow.model_validate(row)) for row in tomllib.loads(text)["gpu"])
+
+
+TABLE = _table()
 
 
 class GpuChoice(BaseModel):
