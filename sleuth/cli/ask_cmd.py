@@ -29,10 +29,10 @@ from sleuth.cli.common import (
     Tracing,
     approver,
     console,
-    err_console,
     fail,
     plural,
     print_json,
+    say,
     select_or_exit,
 )
 from sleuth.cli.sealing import say_warnings
@@ -133,7 +133,7 @@ def ask(
     chosen = select_or_exit(settings, hosts, fleet, fleet_concurrency)
     _apply_budget_flags(settings, max_turns, max_tool_calls, max_cost, max_wall)
     interactive = sys.stdin.isatty() and not opts.as_json
-    view: Quiet | LiveView = Quiet() if opts.as_json else LiveView(err_console)
+    view = opts.view()
     pause = view.paused if isinstance(view, LiveView) else nullcontext
     try:
         brain = select_brain(
@@ -157,9 +157,9 @@ def ask(
     ctx = opts.open_chosen(chosen, approve)
     note = untracked_cost_note(brain.model, price)
     if not opts.as_json:
-        err_console.print(describe_brain(brain), markup=False, highlight=False)
+        say(describe_brain(brain))
         if note:
-            err_console.print(f"note: {note}", markup=False, highlight=False)
+            say(f"note: {note}")
     mode = "--yes" if yes else "interactive" if interactive else "deny"
     seal = opts.seal(settings)  # says which key signs, or that none does
     result = _investigate(

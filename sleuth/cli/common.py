@@ -136,6 +136,11 @@ def require_otel() -> None:
             )
 
 
+def say(text: str) -> None:
+    """A line for the person, on stderr and as written (no markup): stdout keeps the output."""
+    err_console.print(text, markup=False, highlight=False)
+
+
 def warn(text: str) -> None:
     err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
 

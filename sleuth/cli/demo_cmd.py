@@ -13,15 +13,13 @@ from rich.markup import escape
 
 from sleuth.agent.loop import RunResult
 from sleuth.agent.playbook.brain import PlaybookBrain
-from sleuth.agent.protocols import Quiet
 from sleuth.agent.replay.run import replay
 from sleuth.agent.session import start_investigation
-from sleuth.agent.view import LiveView, findings_table
+from sleuth.agent.view import findings_table
 from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
     console,
-    err_console,
     fail,
     heading,
     invocation,
@@ -81,7 +79,7 @@ def demo(
         for question in QUESTIONS:
             if not opts.as_json:
                 console.print(heading(question))
-            view: Quiet | LiveView = Quiet() if opts.as_json else LiveView(err_console)
+            view = opts.view()
             inv = start_investigation(
                 question, PlaybookBrain(), ctx, settings, transcripts, observer=view
             )

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from sleuth.agent.protocols import BrainError, Quiet
+from sleuth.agent.protocols import BrainError
 from sleuth.agent.replay.compare import ReplayResult
 from sleuth.agent.replay.rebuild import (
     BrainOverrides,
@@ -39,10 +39,10 @@ from sleuth.cli.common import (
     TranscriptFile,
     approver,
     console,
-    err_console,
     fail,
     plural,
     print_json,
+    say,
 )
 from sleuth.cli.sealing import say_warnings
 from sleuth.cli.shared_options import SharedOptions, shared_options
@@ -190,9 +190,9 @@ def resume_cmd(
     except BrainError as exc:
         fail(str(exc), EXIT_USAGE)
     for note in [*brain_notes, *notes]:
-        err_console.print(f"note: {note}", markup=False, highlight=False)
+        say(f"note: {note}")
     interactive = sys.stdin.isatty() and not opts.as_json
-    view: Quiet | LiveView = Quiet() if opts.as_json else LiveView(err_console)
+    view = opts.view()
     pause = view.paused if isinstance(view, LiveView) else nullcontext
     ctx = _context(recorded, settings, opts, yes, interactive, pause)
     warnings: list[str] = []

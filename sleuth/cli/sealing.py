@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from sleuth.cli.common import EXIT_USAGE, err_console, fail
+from sleuth.cli.common import EXIT_USAGE, fail, say
 from sleuth.config import Settings
 from sleuth.transcripts.ledger import ledger_path
 from sleuth.transcripts.seal import Seal
@@ -39,10 +39,10 @@ def seal_for(settings: Settings, no_sign: bool, quiet: bool) -> Seal:
         if signer is not None:
             line = f"signing the transcript with {describe(signer)}"
     if not quiet and not no_sign:
-        err_console.print(line, markup=False, highlight=False)
+        say(line)
     return Seal(signer, ledger_path(settings.ledger.path))
 
 
 def say_warnings(warnings: list[str]) -> None:
     for warning in warnings:
-        err_console.print(f"warning: {warning}", markup=False, highlight=False)
+        say(f"warning: {warning}")

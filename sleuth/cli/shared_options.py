@@ -24,7 +24,9 @@ from typing import Annotated, Any, Literal, get_args, get_type_hints
 
 import typer
 
-from sleuth.cli.common import Tracing, settings_or_exit, telemetry
+from sleuth.agent.protocols import Quiet
+from sleuth.agent.view import LiveView
+from sleuth.cli.common import Tracing, err_console, settings_or_exit, telemetry
 from sleuth.cli.host_context import open_context
 from sleuth.cli.sealing import seal_for
 from sleuth.config import Settings
@@ -113,6 +115,10 @@ class SharedOptions:
         """The run's seal (`seal_for`, --no-sign); unless `quiet` or --json, says on stderr
         which key signs, or that none does."""
         return seal_for(settings, self.no_sign, quiet=quiet or self.as_json)
+
+    def view(self) -> Quiet | LiveView:
+        """The run's progress on stderr, or none under --json."""
+        return Quiet() if self.as_json else LiveView(err_console)
 
     def open_hosts(
         self, settings: Settings, names: Iterable[str], approver: Approver = deny_all
