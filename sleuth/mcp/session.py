@@ -46,7 +46,6 @@ from sleuth.tools.approval import Approver
 from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import (
     Event,
-    Finding,
     SessionEnded,
     SessionStarted,
     SessionStatus,
@@ -131,10 +130,6 @@ class McpSession:
     @property
     def path(self) -> Path:
         return self.writer.path
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.calls.findings
 
     def next_id(self) -> str:
         return f"call-{next(self._ids)}"
