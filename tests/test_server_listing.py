@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
@@ -30,44 +29,7 @@ from sleuth.tools.approval import deny_all
 from sleuth.tools.context import ToolContext
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.ctl import ANSWER_CAP, STATE_DIR, Listing, LogText, ctl
-
-STATE = Path(STATE_DIR)
-# A pid no process can have: pids stay below pid_max.
-DEAD_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1000
-
-
-class Records:
-    """Server records this test writes into the real state folder, removed after it."""
-
-    def __init__(self) -> None:
-        self.hex = secrets.token_hex(3)
-        self.made: list[Path] = []
-
-    def write(self, day: int, n: int, pid: int = DEAD_PID, argv: list[str] | None = None) -> str:
-        sid = f"srv-200001{day:02d}-{n:06d}-{self.hex}"
-        folder = STATE / sid
-        STATE.mkdir(mode=0o700, exist_ok=True)
-        folder.mkdir(mode=0o700)
-        self.made.append(folder)
-        (folder / "server.log").write_text("a server of the year 2000\n")
-        if pid == DEAD_PID:
-            (folder / "exit_code").write_text("0\n")
-        record = {
-            "id": sid,
-            "engine": "command",
-            "pid": pid,
-            "pgid": pid,
-            "port": 1,
-            "argv": argv or ["true"],
-            "env_names": [],
-            "ready": {"log_line": "ready"},
-            "started_at": 946_684_800.0 + day * 86_400 + n,
-            "log": str(folder / "server.log"),
-            "exit_file": str(folder / "exit_code"),
-            "dir": str(folder),
-        }
-        (folder / "record.json").write_text(json.dumps(record))
-        return sid
+from tests.server_records import STATE, Records
 
 
 @pytest.fixture

@@ -92,6 +92,31 @@ def proc_state(pid: int) -> str | None:
     return "?"
 
 
+def start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks after boot (/proc/PID/stat field 22); None
+    when it is gone or there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pid_reused(record: dict[str, Any], start: int | None) -> bool:
+    """The server's first pid now names another process (`start`: that pid's start ticks).
+    Linux frees a pid number only when no process has it as pid, group or session, so the
+    server's group and session were gone before the number came back: nothing with that
+    group or session, and nothing below that process, is the server's."""
+    if start is None:
+        return False
+    if "start_ticks" in record:
+        return bool(start != record["start_ticks"])
+    # A record written before start_ticks: the process started after the server did.
+    with open("/proc/stat") as fh:
+        boot = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
+    return bool(boot + start / os.sysconf("SC_CLK_TCK") > record["started_at"] + 5)
+
+
 def process_table() -> dict[int, dict[str, Any]]:
     """Every live (non-zombie) process: ppid, pgid, session, start time and command."""
     table: dict[int, dict[str, Any]] = {}
@@ -123,20 +148,26 @@ def server_processes(record: dict[str, Any], table: dict[int, dict[str, Any]]) -
     """The server's live processes: its process group, its session, every descendant of its
     first process (a worker may have left the group with setsid), and those seen before
     (a descendant whose parent died is reparented; its start time tells it from a reused
-    pid)."""
+    pid). Once the first pid names another process, only those seen before."""
     if not os.path.isdir("/proc/self"):
         try:
             os.killpg(record["pgid"], 0)
         except ProcessLookupError:
             return []
         return [record["pgid"]]
-    found = {
-        pid for pid, p in table.items() if p["pgid"] == record["pgid"] or p["sid"] == record["pid"]
-    }
+    if pid_reused(record, table.get(record["pid"], {}).get("start")):
+        found: set[int] = set()
+        stack: list[int] = []
+    else:
+        found = {
+            pid
+            for pid, p in table.items()
+            if p["pgid"] == record["pgid"] or p["sid"] == record["pid"]
+        }
+        stack = [record["pid"], *found]
     children: dict[int, list[int]] = {}
     for pid, p in table.items():
         children.setdefault(p["ppid"], []).append(pid)
-    stack = [record["pid"], *found]
     while stack:
         for child in children.get(stack.pop(), []):
             if child not in found:
@@ -270,6 +301,7 @@ def cmd_start(arg: dict[str, Any]) -> dict[str, Any]:
         "engine": arg["engine"],
         "pid": proc.pid,
         "pgid": os.getpgid(proc.pid),
+        "start_ticks": start_ticks(proc.pid),
         "port": port,
         "argv": arg["argv"],
         "env_names": sorted(arg["env"]),
@@ -292,7 +324,8 @@ def ended_at(record: dict[str, Any]) -> float | None:
 
 
 def is_alive(record: dict[str, Any]) -> bool:
-    return proc_state(record["pid"]) not in (None, "Z")
+    pid = record["pid"]
+    return proc_state(pid) not in (None, "Z") and not pid_reused(record, start_ticks(pid))
 
 
 def alive_and_code(record: dict[str, Any]) -> tuple[bool, int | None]:
@@ -369,13 +402,14 @@ def cmd_stop(arg: dict[str, Any]) -> dict[str, Any]:
     signals = []
     remaining = before
     t0 = time.monotonic()
+    group = not pid_reused(record, table.get(record["pid"], {}).get("start"))
     if before:
         signals.append("SIGTERM")
-        _signal_all(record, before, signal.SIGTERM)
+        _signal_all(record, before, signal.SIGTERM, group)
         remaining = wait_gone(record, float(arg.get("grace_s", 30.0)))
         if remaining:
             signals.append("SIGKILL")
-            _signal_all(record, remaining, signal.SIGKILL)
+            _signal_all(record, remaining, signal.SIGKILL, group)
             remaining = wait_gone(record, 10.0)
     record["stopped_at"] = time.time()
     record["stop"] = {"signals": signals, "remaining": remaining, "was_running": before}
@@ -389,9 +423,12 @@ def cmd_stop(arg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _signal_all(record: dict[str, Any], pids: list[int], sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(record["pgid"], sig)
+def _signal_all(record: dict[str, Any], pids: list[int], sig: int, group: bool) -> None:
+    """`sig` to each of `pids`, and to the server's process group unless its number now
+    belongs to another process's group."""
+    if group:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(record["pgid"], sig)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)

@@ -1,0 +1,61 @@
+"""Server records a test writes into server_ctl's real state folder, removed after it.
+
+They are dated in the year 2000, so they sort before every real server, and each test's ids
+carry their own random hex, so parallel workers never share one.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+from sleuth.hosts.program import server_ctl
+from sleuth.tools.serving.ctl import STATE_DIR
+
+STATE = Path(STATE_DIR)
+# A pid no process can have: pids stay below pid_max.
+DEAD_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1000
+
+
+class Records:
+    """Server records this test writes into the real state folder, removed after it."""
+
+    def __init__(self) -> None:
+        self.hex = secrets.token_hex(3)
+        self.made: list[Path] = []
+
+    def write(
+        self, day: int, n: int, pid: int = DEAD_PID, argv: list[str] | None = None, **fields: Any
+    ) -> str:
+        """A record of server `n` started on 2000-01-DAY; `fields` replace its own (None
+        removes one)."""
+        sid = f"srv-200001{day:02d}-{n:06d}-{self.hex}"
+        folder = STATE / sid
+        STATE.mkdir(mode=0o700, exist_ok=True)
+        folder.mkdir(mode=0o700)
+        self.made.append(folder)
+        (folder / "server.log").write_text("a server of the year 2000\n")
+        if pid == DEAD_PID:
+            (folder / "exit_code").write_text("0\n")
+        record: dict[str, Any] = {
+            "id": sid,
+            "engine": "command",
+            "pid": pid,
+            "pgid": pid,
+            "port": 1,
+            "argv": argv or ["true"],
+            "env_names": [],
+            "ready": {"log_line": "ready"},
+            "started_at": 946_684_800.0 + day * 86_400 + n,
+            "log": str(folder / "server.log"),
+            "exit_file": str(folder / "exit_code"),
+            "dir": str(folder),
+        }
+        if pid != DEAD_PID:  # a live server's record names its first process's start
+            record["start_ticks"] = server_ctl.start_ticks(pid)
+        record.update(fields)
+        record = {k: v for k, v in record.items() if v is not None}
+        (folder / "record.json").write_text(json.dumps(record))
+        return sid
