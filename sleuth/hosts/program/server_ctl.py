@@ -102,11 +102,13 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
-def pid_reused(record: dict[str, Any], start: int | None) -> bool:
-    """The server's first pid now names another process (`start`: that pid's start ticks).
-    Linux frees a pid number only when no process has it as pid, group or session, so the
-    server's group and session were gone before the number came back: nothing with that
-    group or session, and nothing below that process, is the server's."""
+def pid_reused(record: dict[str, Any], table: dict[int, dict[str, Any]] | None = None) -> bool:
+    """The server's first pid now names another process (its start as `table` has it, or as
+    /proc says now). Linux frees a pid number only when no process has it as pid, group or
+    session, so the server's group and session were gone before the number came back:
+    nothing with that group or session, and nothing below that process, is the server's."""
+    pid = record["pid"]
+    start = start_ticks(pid) if table is None else table.get(pid, {}).get("start")
     if start is None:
         return False
     if "start_ticks" in record:
@@ -155,7 +157,7 @@ def server_processes(record: dict[str, Any], table: dict[int, dict[str, Any]]) -
         except ProcessLookupError:
             return []
         return [record["pgid"]]
-    if pid_reused(record, table.get(record["pid"], {}).get("start")):
+    if pid_reused(record, table):
         found: set[int] = set()
         stack: list[int] = []
     else:
@@ -324,8 +326,7 @@ def ended_at(record: dict[str, Any]) -> float | None:
 
 
 def is_alive(record: dict[str, Any]) -> bool:
-    pid = record["pid"]
-    return proc_state(pid) not in (None, "Z") and not pid_reused(record, start_ticks(pid))
+    return proc_state(record["pid"]) not in (None, "Z") and not pid_reused(record)
 
 
 def alive_and_code(record: dict[str, Any]) -> tuple[bool, int | None]:
@@ -402,7 +403,7 @@ def cmd_stop(arg: dict[str, Any]) -> dict[str, Any]:
     signals = []
     remaining = before
     t0 = time.monotonic()
-    group = not pid_reused(record, table.get(record["pid"], {}).get("start"))
+    group = not pid_reused(record, table)
     if before:
         signals.append("SIGTERM")
         _signal_all(record, before, signal.SIGTERM, group)
