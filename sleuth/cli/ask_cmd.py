@@ -51,7 +51,7 @@ EXIT_FOR_STATUS = {
 }
 
 
-# The options only `ask` takes.
+# The options of `ask`; `resume` takes its brain options (--model to --tool-choice) too.
 Question = Annotated[str, typer.Argument(help="The question, in plain words.")]
 ProviderName = Annotated[
     Provider | None,
