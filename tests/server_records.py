@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from sleuth.config import HostConfig, Limits
+from sleuth.hosts.host import LocalHost
+from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import server_ctl
 from sleuth.tools.serving.ctl import STATE_DIR
 
@@ -20,11 +26,19 @@ DEAD_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1000
 
 
 class Records:
-    """Server records this test writes into the real state folder, removed after it."""
+    """Server records this test writes into the real state folder, removed after it (as a
+    context manager)."""
 
     def __init__(self) -> None:
         self.hex = secrets.token_hex(3)
         self.made: list[Path] = []
+
+    def __enter__(self) -> Records:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for folder in self.made:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def write(
         self, day: int, n: int, pid: int = DEAD_PID, argv: list[str] | None = None, **fields: Any
@@ -59,3 +73,19 @@ class Records:
         record = {k: v for k, v in record.items() if v is not None}
         (folder / "record.json").write_text(json.dumps(record))
         return sid
+
+
+def local_or_remote(request: pytest.FixtureRequest, root: Path) -> SandboxedHost:
+    """This machine as the local host (request.param "local"), or over the test sshd."""
+    if request.param == "local":
+        return SandboxedHost("local", LocalHost(), HostConfig(roots=[str(root)]), Limits())
+    made: SandboxedHost = request.getfixturevalue("ssh_host_factory")("remote", [str(root)])
+    return made
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,17 +28,13 @@ from sleuth.tools.approval import deny_all
 from sleuth.tools.context import ToolContext
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.ctl import ANSWER_CAP, STATE_DIR, Listing, LogText, ctl
-from tests.server_records import STATE, Records
+from tests.server_records import STATE, Records, local_or_remote
 
 
 @pytest.fixture
 def records() -> Iterator[Records]:
-    made = Records()
-    try:
+    with Records() as made:
         yield made
-    finally:
-        for folder in made.made:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
@@ -56,10 +51,7 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
 @pytest.fixture(params=["local", "remote"])
 def host(request: pytest.FixtureRequest, tmp_path: Path) -> SandboxedHost:
     """The local host, or the same machine over sshd: one state folder either way."""
-    if request.param == "local":
-        return SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
-    made: SandboxedHost = request.getfixturevalue("ssh_host_factory")("remote", [str(tmp_path)])
-    return made
+    return local_or_remote(request, tmp_path)
 
 
 def list_servers(host: SandboxedHost) -> tuple[dict[str, Any], str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,24 +18,18 @@ from pathlib import Path
 import pytest
 
 from sleuth.agent.calls import execute
-from sleuth.config import HostConfig, Limits
-from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import server_ctl
 from sleuth.tools.approval import deny_all
 from sleuth.tools.context import ToolContext
 from sleuth.tools.serving.ctl import Stopped, ctl
-from tests.server_records import Records
+from tests.server_records import Records, local_or_remote, pid_alive
 
 
 @pytest.fixture
 def records() -> Iterator[Records]:
-    made = Records()
-    try:
+    with Records() as made:
         yield made
-    finally:
-        for folder in made.made:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
@@ -59,18 +52,7 @@ def stranger() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
 
 @pytest.fixture(params=["local", "remote"])
 def host(request: pytest.FixtureRequest, tmp_path: Path) -> SandboxedHost:
-    if request.param == "local":
-        return SandboxedHost("local", LocalHost(), HostConfig(roots=[str(tmp_path)]), Limits())
-    made: SandboxedHost = request.getfixturevalue("ssh_host_factory")("remote", [str(tmp_path)])
-    return made
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
+    return local_or_remote(request, tmp_path)
 
 
 def stop_and_status(host: SandboxedHost, sid: str) -> tuple[Stopped, dict[str, object]]:
@@ -106,7 +88,7 @@ def test_a_server_whose_pid_came_back_as_another_process_is_not_alive_and_stop_s
 
     assert stopped.was_running == [] and stopped.signals == []
     assert status["alive"] is False and status["processes"] == []
-    assert alive(proc.pid) and alive(child)
+    assert pid_alive(proc.pid) and pid_alive(child)
 
 
 def test_a_server_whose_pid_is_still_its_own_is_alive_and_stopped_with_its_children(
@@ -121,6 +103,6 @@ def test_a_server_whose_pid_is_still_its_own_is_alive_and_stopped_with_its_child
     assert set(stopped.was_running) == {proc.pid, child} and stopped.signals[0] == "SIGTERM"
     proc.wait(timeout=10)
     deadline = time.monotonic() + 10
-    while alive(child) and time.monotonic() < deadline:
+    while pid_alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(child)
+    assert not pid_alive(child)

@@ -33,6 +33,7 @@ from sleuth.tools.results import ToolError
 from sleuth.tools.serving.engines import LaunchOptions, Speculative, build_argv
 from sleuth.tools.serving.status import vllm_metrics
 from sleuth.transcripts.results import ToolResult
+from tests.server_records import pid_alive
 
 SERVER = str(Path(__file__).with_name("streaming_server.py"))
 READY_LINE = "The server is fired up and ready to roll!"
@@ -271,14 +272,6 @@ def test_stop_kills_the_whole_group_even_what_ignores_sigterm(
 # A worker that leaves its parent's process group and session, as an engine's worker
 # processes may: killing the group alone would leave it running.
 SETSID_WORKER = "import os, time; os.setsid(); time.sleep(300)  # sleuth-test-worker"
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_stop_ends_a_worker_that_left_the_group_and_status_shows_it(
