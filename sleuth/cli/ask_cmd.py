@@ -68,7 +68,11 @@ BaseUrl = Annotated[
 ]
 MaxTokens = Annotated[
     int | None,
-    typer.Option("--max-tokens", min=1, help="Output tokens per model turn (default 4096)."),
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="Output tokens per model turn (default 4096; resume: the recorded number).",
+    ),
 ]
 FirstToolChoice = Annotated[
     ToolChoice | None,
