@@ -94,13 +94,13 @@ def test_a_a_calls_nothing_different_and_a_3_percent_slower_token_is_found(
         for k in range(2)
     ]
     false_calls = [
-        m.sentence
+        [m.sentence for m in o.analysis.metrics if m.verdict != "no detectable difference"]
         for o in same
-        for m in o.analysis.metrics
-        if m.verdict != ("no detectable difference")
     ]
-    # Holm keeps the chance of any false call in a trial at 5%: two trials, at most one.
-    assert len(false_calls) <= 1, false_calls
+    # Holm keeps the chance of any false call in a trial at 5%: of two trials, at most one
+    # has any. Count trials, not calls: request and output throughput are one ratio here
+    # (every request streams the same tokens), so one chance difference is called twice.
+    assert sum(bool(calls) for calls in false_calls) <= 1, false_calls
     outcome = ab(
         tmp_path / "ab", ABSide(endpoint=a_url), ABSide(endpoint=b_url), python, CALIBRATION
     )
