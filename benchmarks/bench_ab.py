@@ -45,6 +45,7 @@ from bench_support import (  # noqa: E402
     synthetic_server,
 )
 
+from benchmarks import write_results  # noqa: E402
 from sleuth.config import HostConfig, Limits  # noqa: E402
 from sleuth.hosts.host import LocalHost  # noqa: E402
 from sleuth.hosts.policy import SandboxedHost  # noqa: E402
@@ -255,8 +256,7 @@ def main() -> None:
         if realtime_prefix():
             replays += replay_timing(args.replays, True, Path(tmp))
     text = report(args, same, changed, replays, time.monotonic() - started)
-    args.out.write_text(text)
-    print(text)
+    write_results(args.out, text)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmarks import write_results
 from tests.capacity_corpus import (
     CASES,
     HELD_OUT,
@@ -133,9 +134,7 @@ def report() -> str:
 
 def main() -> None:
     text = report()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(text)
+    write_results(RESULTS, text)
 
 
 if __name__ == "__main__":

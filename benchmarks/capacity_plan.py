@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import write_results
 from benchmarks.checkpoint_summary import ssh_context
 from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
@@ -113,9 +114,7 @@ def report(rows: list[tuple[str, dict[str, Any]]]) -> str:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         text = report(measure(Path(tmp)))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(text)
+    write_results(RESULTS, text)
 
 
 if __name__ == "__main__":

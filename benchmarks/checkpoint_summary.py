@@ -20,6 +20,7 @@ from typing import Any
 
 from safetensors import safe_open
 
+from benchmarks import write_results
 from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
@@ -300,9 +301,7 @@ def report(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         text = report(measure(Path(tmp)))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(text)
+    write_results(RESULTS, text)
 
 
 if __name__ == "__main__":

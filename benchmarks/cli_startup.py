@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import write_results
+
 GOAL_S = 0.4
 
 
@@ -90,8 +92,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results/cli_startup.md")
     args = ap.parse_args()
     text = report(measure(args.runs), args.runs)
-    args.out.write_text(text)
-    print(text)
+    write_results(args.out, text)
 
 
 if __name__ == "__main__":

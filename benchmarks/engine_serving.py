@@ -26,6 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import write_results  # noqa: E402
 from sleuth.agent.calls import execute  # noqa: E402
 from sleuth.config import HostConfig, Limits  # noqa: E402
 from sleuth.hosts.host import LocalHost  # noqa: E402
@@ -167,8 +168,7 @@ def main() -> None:
                     )
                     runs[who].append(got)
         execute(ctx, "stop_server", {"host": "local", "server_id": d["server_id"]})
-    opts.out.write_text(render(launches, runs, env))
-    print(opts.out.read_text())
+    write_results(opts.out, render(launches, runs, env))
 
 
 def render(

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks import write_results
 from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.findings import REPORT_FINDING
 from sleuth.agent.session import start_investigation
@@ -201,8 +202,7 @@ def main() -> None:
         + ", ".join(f"{mode} {wall:.0f} s" for mode, wall in walls.items())
         + f" (4 runs at a time; server ready in {server.startup_s:.0f} s).",
     ]
-    args.out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import write_results
 from tests.sshd import SSHServer, missing_reason
 
 GROUP = "bench"
@@ -220,8 +221,7 @@ def main() -> None:
                     flush=True,
                 )
     text = report(rows, args.calls, args.concurrency)
-    args.out.write_text(text)
-    print(text)
+    write_results(args.out, text)
 
 
 if __name__ == "__main__":

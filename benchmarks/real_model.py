@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx2
 
+from benchmarks import write_results
 from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.config import Budget
 from sleuth.transcripts.events import ModelTurn
@@ -131,8 +132,7 @@ def main() -> None:
             for turn, v in sorted(per_turn.items())
         ),
     ]
-    args.out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
+from benchmarks import write_results
 from sleuth.agent.playbook.brain import PlaybookBrain
 from sleuth.agent.session import start_investigation
 from sleuth.cli.demo_cmd import QUESTIONS
@@ -212,8 +213,7 @@ def main() -> None:
         f"off {', '.join(f'{w:.2f}' for w, *_ in inside['off'])}; "
         f"on {', '.join(f'{w:.2f}' for w, *_ in inside['on'])}.",
     ]
-    args.out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
