@@ -33,11 +33,10 @@ from sleuth.tools.results import ToolError
 from sleuth.tools.serving.engines import LaunchOptions, Speculative, build_argv
 from sleuth.tools.serving.status import vllm_metrics
 from sleuth.transcripts.results import ToolResult
-from tests.server_records import pid_alive
+from tests.server_records import STATE, pid_alive
 
 SERVER = str(Path(__file__).with_name("streaming_server.py"))
 READY_LINE = "The server is fired up and ready to roll!"
-STATE_DIR = Path("/tmp/sleuth-servers")
 ALLOW = ["launch_server", "stop_server"]
 FAST = {"poll_s": 0.1}
 
@@ -172,9 +171,9 @@ def no_server_left_behind(tmp_path: Path) -> Iterator[None]:
     test's servers (its synthetic servers, stand-ins under tmp_path). A bare `sh` script a
     failing test leaves is left to end by itself (none sleeps over 300 s)."""
     _MINE.clear()
-    before = set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()
+    before = set(STATE.iterdir()) if STATE.exists() else set()
     yield
-    for folder in (set(STATE_DIR.iterdir()) if STATE_DIR.exists() else set()) - before:
+    for folder in (set(STATE.iterdir()) if STATE.exists() else set()) - before:
         try:
             record = json.loads((folder / "record.json").read_text())
             argv = record["argv"]
@@ -188,7 +187,7 @@ def started_with(argv: list[str]) -> list[str]:
     """The servers whose record holds this command. Other workers start servers into the same
     state folder meanwhile, so a refusal is checked by its own command, not by the folder."""
     found = []
-    for record_file in STATE_DIR.glob("srv-*/record.json") if STATE_DIR.exists() else []:
+    for record_file in STATE.glob("srv-*/record.json") if STATE.exists() else []:
         with contextlib.suppress(OSError, ValueError):
             if json.loads(record_file.read_text()).get("argv") == argv:
                 found.append(record_file.parent.name)
