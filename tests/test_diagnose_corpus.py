@@ -100,7 +100,7 @@ RuntimeError: Engine core initialization failed. See root cause above. Failed co
     (
         # vLLM: tensor-parallel all-reduce never completes.
         "https://github.com/vllm-project/vllm/issues/6042",
-        "nccl",
+        "nccl_timeout",
         "Watchdog caught collective operation timeout",
         """\
 ERROR 07-01 13:54:43 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 1159 died, exit code: -6

@@ -134,10 +134,11 @@ def test_the_cli_reads_stdin_and_prints_json() -> None:
 
 def test_the_cli_exits_3_when_the_cause_is_unknown(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
-    shutil.copy(CORPUS / "027-vllm-unknown.log", log)
+    shutil.copy(CORPUS / "006-vllm-unknown.log", log)
     result = runner.invoke(app, ["diagnose", str(log)])
     assert result.exit_code == 3, result.output
-    assert "unknown" in result.output and "illegal memory access" in result.output
+    assert "diagnosis: unknown: " in result.output and "SIGSEGV" in result.output
+    assert "to be sure: " in result.output
 
 
 def test_the_cli_help_shows_an_example() -> None:

@@ -35,6 +35,14 @@ Kind = Literal[
     "nccl",
     "port_in_use",
     "engine_missing",
+    "trust_remote_code",
+    "kernel_arch",
+    "oom_serving",
+    "illegal_memory_access",
+    "nccl_timeout",
+    "kv_exhaustion",
+    "no_progress",
+    "no_failure",
     "unknown",
 ]
 
@@ -52,6 +60,12 @@ class Entry(BaseModel):
     headline: str
     knowable_before_launch: bool
     numbers: dict[str, float]
+    phase: Literal["startup", "warm-up", "serving"] | None
+    """How far the server had got when it failed, as the source shows; None where it does not."""
+    date: str | None
+    """The day the thread was opened (YYYY-MM-DD); None for the first gathering."""
+    split: Literal["rules", "measure"]
+    """rules: the rules were written from it; measure: later-dated, used only to score."""
 
 
 ENTRIES = [Entry.model_validate(raw) for raw in json.loads((CORPUS / "index.json").read_text())]
@@ -78,6 +92,16 @@ def test_each_entry_names_its_log_and_the_line_that_states_the_cause(entry: Entr
     lines = log_lines(entry)
     assert 2 <= len(lines) <= 200, f"{number}: {len(lines)} lines"
     assert any(line.rstrip("\r").endswith(entry.headline) for line in lines)
+    if entry.date is not None:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", entry.date)
+
+
+def test_every_measured_log_is_dated_after_every_dated_log_the_rules_were_written_from() -> None:
+    written = [e.date for e in ENTRIES if e.split == "rules" and e.date]
+    measured = [e.date for e in ENTRIES if e.split == "measure"]
+    assert all(d is not None for d in measured)
+    if measured:
+        assert max(written) < min(d for d in measured if d)
 
 
 def test_no_log_repeats_a_source_of_the_older_hand_picked_cases() -> None:

@@ -19,10 +19,13 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from sleuth.tools.serving import diagnose_runtime as runtime
 from sleuth.tools.serving.diagnose_facts import Engine, Facts, numbers_in_log, numbers_near
 from sleuth.tools.serving.diagnose_fixes import FIXES
 from sleuth.tools.serving.diagnose_lines import Line, frames, headline, parse
+from sleuth.tools.serving.diagnose_phase import Phase, phase_at
 from sleuth.tools.serving.diagnose_rules import RULES, Confidence, FailureKind, Rule
+from sleuth.tools.serving.diagnose_sure import SURE_IF
 
 WINDOW = 80
 """Lines either side of a hit searched for its traceback (vLLM logs the message first)."""
@@ -45,6 +48,12 @@ class Diagnosis(BaseModel):
         default_factory=list,
         description="Other lines that may state the cause (for unknown or low confidence)",
     )
+    phase: Phase = Field(
+        "startup",
+        description="startup, warm-up (CUDA-graph capture, compile) or serving: how far the "
+        "server had got when it failed, read from the lines before the failure",
+    )
+    sure_if: str = Field("", description="For a low-confidence reading: what would make it sure")
 
 
 WEIGHTS_DONE = (
@@ -83,17 +92,23 @@ def diagnose(
         if hit is None:
             continue
         kind, confidence, phase_line = rule.kind, rule.confidence, None
+        phase = phase_at(parsed, hit.index, _window(parsed, hit))
         if rule.refine == "oom_phase":
             kind, confidence, phase_line = _oom_phase(parsed, hit)
-        return _explain(parsed, hit, rule, kind, confidence, engine, phase_line)
+            if phase == "serving" and kind != "cuda_graph_capture":
+                kind, confidence = "oom_serving", "high"
+        found = _explain(parsed, hit, rule, kind, confidence, phase_line)
+        return _runtime(parsed, hit, rule, found, phase, engine)
     return _unexplained(parsed, exit_code, engine)
 
 
 def render(d: Diagnosis) -> list[str]:
     """The diagnosis as the lines a person or a model reads."""
-    lines = [f"diagnosis: {d.kind}: {d.headline}"]
+    lines = [f"diagnosis: {d.kind}: {d.headline}", f"phase: {d.phase}"]
     if d.confidence == "low":
         lines.append("confidence: low (a likely reading, not a stated cause)")
+        if d.sure_if:
+            lines.append(f"to be sure: {d.sure_if}")
     lines.append(f"fix: {d.fix}")
     if d.evidence:
         lines += ["evidence:", *(f"  {line}" for line in d.evidence)]
@@ -116,6 +131,8 @@ def _find(rule: Rule, parsed: list[Line]) -> Line | None:
     ERROR, before an unmarked one; the last of equals (the outermost exception)."""
     best: Line | None = None
     for line in parsed:
+        if best is not None and rule.first and line.rank <= best.rank:
+            continue
         if not rule.pattern.search(line.msg):
             continue
         quiet = line.rank == 0 or line.msg.lower().startswith("warning")
@@ -165,7 +182,6 @@ def _explain(
     rule: Rule,
     kind: FailureKind,
     confidence: Confidence,
-    engine: Engine | None,
     phase_line: Line | None,
 ) -> Diagnosis:
     cause = _cause_line(parsed, hit)
@@ -177,15 +193,59 @@ def _explain(
     }
     supporting = _near(parsed, hit, rule.within) if rule.within else None
     shown = {line.index: line for line in (source, cause, hit, phase_line, supporting) if line}
-    fix = FIXES[rule.fix](Facts(text, numbers, engine, kind))
     return Diagnosis(
         kind=kind,
         confidence=confidence,
         headline=text,
         evidence=[shown[i].raw.strip()[:1000] for i in sorted(shown)],
-        fix=fix,
+        fix="",
         numbers=numbers,
-        candidates=_candidates(parsed, text) if confidence == "low" or kind == "unknown" else [],
+    )
+
+
+def _runtime(
+    parsed: list[Line],
+    hit: Line,
+    rule: Rule,
+    found: Diagnosis,
+    phase: Phase,
+    engine: Engine | None,
+) -> Diagnosis:
+    """The phase, what a runtime failure states about itself, how sure the reading is, and
+    the fix written from all of it."""
+    kind, confidence, numbers = found.kind, found.confidence, dict(found.numbers)
+    window = _window(parsed, hit)
+    if kind == "cuda_graph_capture":
+        phase = "serving" if phase == "serving" else "warm-up"
+        inner = runtime.inner_cause(window)
+        if inner:
+            numbers["inner_cause"] = inner
+    elif kind == "nccl_timeout":
+        numbers.update(runtime.nccl_timeout(parsed))
+    elif kind == "kv_exhaustion":
+        phase = "serving"
+        numbers.update(runtime.kv_pressure(parsed))
+        storm = int(numbers.get("events", "0")) >= 3 or hit.is_exception
+        confidence = "high" if storm else "low"
+    elif kind == "no_progress":
+        numbers.update(runtime.progress(parsed, hit))
+        if "watchdog_timeout" not in hit.msg and phase != "serving":
+            confidence = "low"
+    elif kind == "illegal_memory_access":
+        numbers.update(runtime.fault_site(window, hit))
+        confidence = "high" if numbers.get("site_stated") else "low"
+    fix = FIXES[rule.fix](Facts(found.headline, numbers, engine, kind, phase))
+    low = confidence == "low" or kind == "unknown"
+    return found.model_copy(
+        update={
+            "kind": kind,
+            "confidence": confidence,
+            "numbers": numbers,
+            "fix": fix,
+            "phase": phase,
+            "candidates": _candidates(parsed, found.headline) if low else [],
+            "sure_if": SURE_IF.get(kind, SURE_IF["unknown"]) if low else "",
+        }
     )
 
 
@@ -230,22 +290,15 @@ def _candidates(parsed: list[Line], chosen: str) -> list[str]:
 
 def _unexplained(parsed: list[Line], exit_code: int | None, engine: Engine | None) -> Diagnosis:
     """No rule applies: the last exception that names a cause, else the last pointer to one,
-    else the last line logged at ERROR, else the last line."""
+    else the last line logged at ERROR; a log with none of them shows no failure."""
     picks = (
         [p for p in parsed if p.is_exception and not p.is_wrapper],
         [p for p in parsed if p.is_exception],
         [p for p in parsed if p.rank == 2],
-        parsed,
     )
     line = next((group[-1] for group in picks if group), None)
     if line is None:
-        return Diagnosis(
-            kind="unknown",
-            confidence="low",
-            headline="(the log is empty)",
-            evidence=[],
-            fix=_ended(exit_code),
-        )
+        return _no_failure(parsed, exit_code)
     text, source = headline(line, [p for p in parsed if p.index < line.index])
     return Diagnosis(
         kind="unknown",
@@ -257,12 +310,43 @@ def _unexplained(parsed: list[Line], exit_code: int | None, engine: Engine | Non
         else FIXES["unknown"](Facts(text, {}, engine, "unknown")),
         numbers=numbers_near(_message_block(parsed, line)),
         candidates=_candidates(parsed, text),
+        phase=phase_at(parsed, line.index),
+        sure_if=SURE_IF["unknown"],
+    )
+
+
+def _no_failure(parsed: list[Line], exit_code: int | None) -> Diagnosis:
+    """No exception and no line logged at ERROR: the log shows no failure, and says how far
+    the server got (its last batch line, if it served)."""
+    if not parsed:
+        return Diagnosis(
+            kind="no_failure",
+            confidence="low",
+            headline="(the log is empty)",
+            evidence=[],
+            fix=_ended(exit_code),
+            sure_if=SURE_IF["no_failure"],
+        )
+    last = parsed[-1]
+    numbers = runtime.progress(parsed, Line(last.index + 1, "", "", ""))
+    return Diagnosis(
+        kind="no_failure",
+        confidence="low",
+        headline=last.msg[:2000],
+        evidence=[last.raw.strip()[:1000]],
+        fix=_ended(exit_code),
+        numbers={k: v for k, v in numbers.items() if k == "last_batch"},
+        phase=phase_at(parsed, last.index + 1),
+        sure_if=SURE_IF["no_failure"],
     )
 
 
 def _ended(exit_code: int | None) -> str:
     if exit_code is None:
-        return "no recognised error in the log; read the log tail"
+        return (
+            "the log shows no failure (no exception, nothing logged at ERROR): if the server "
+            "stopped, the cause is outside this log"
+        )
     return (
         f"the process ended (exit code {exit_code}) without a recognised error; read the log tail"
     )

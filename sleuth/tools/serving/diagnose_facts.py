@@ -103,6 +103,7 @@ class Facts:
     numbers: dict[str, str]
     engine: Engine | None
     kind: str
+    phase: str = "startup"
 
 
 _FLAGS = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sleuth.tools.serving import diagnose_fixes_memory as memory
+from sleuth.tools.serving import diagnose_fixes_runtime as runtime
 from sleuth.tools.serving.diagnose_facts import Facts, flag
 
 
@@ -295,4 +296,8 @@ FIXES: dict[str, Callable[[Facts], str]] = {
     "engine_missing": _engine_missing,
     "gpu_busy": memory.gpu_busy_fix,
     "unknown": _unknown,
+    "illegal_memory_access": runtime.illegal_memory_access_fix,
+    "nccl_timeout": runtime.nccl_timeout_fix,
+    "no_progress": runtime.no_progress_fix,
+    "kv_exhaustion": runtime.kv_exhaustion_fix,
 }

@@ -3,6 +3,7 @@ capture, a GPU held by another process, and host RAM."""
 
 from __future__ import annotations
 
+from sleuth.tools.serving import diagnose_fixes_runtime as runtime
 from sleuth.tools.serving.diagnose_facts import Facts, flag, gib_of, int_of
 
 
@@ -46,6 +47,8 @@ def kv_cache_fix(f: Facts) -> str:
 
 
 def gpu_oom_fix(f: Facts) -> str:
+    if f.kind == "oom_serving":
+        return runtime.oom_serving_fix(f)
     n = f.numbers
     asked = f" it asked for {n['tried']}" if "tried" in n else ""
     free = f" with {n['gpu_free']} free" if "gpu_free" in n else ""
@@ -77,8 +80,11 @@ def gpu_oom_fix(f: Facts) -> str:
 
 
 def capture_fix(f: Facts) -> str:
-    if "out of memory" in f.headline:
-        return gpu_oom_fix(f)
+    if "out of memory" in f.headline or f.numbers.get("inner_cause") == "out of memory":
+        return gpu_oom_fix(Facts(f.headline, f.numbers, f.engine, "cuda_graph_capture", f.phase))
+    inner = runtime.capture_inner_fix(f)
+    if inner:
+        return inner
     n = f.numbers
     if "head_dim" in n:
         return (

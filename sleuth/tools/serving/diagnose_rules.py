@@ -33,10 +33,18 @@ FailureKind = Literal[
     "nccl",
     "port_in_use",
     "engine_missing",
+    "trust_remote_code",
+    "kernel_arch",
+    "oom_serving",
+    "illegal_memory_access",
+    "nccl_timeout",
+    "kv_exhaustion",
+    "no_progress",
+    "no_failure",
     "unknown",
 ]
 Confidence = Literal["high", "low"]
-Refine = Literal["oom_phase"]
+Refine = Literal["oom_phase", "fault_site", "kv_pressure", "progress"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,8 @@ class Rule:
     exceptions_only: bool = False
     quiet_ok: bool = False
     refine: Refine | None = None
+    first: bool = False
+    """Of equally strong lines, the first: where every rank repeats the failure in turn."""
 
 
 def _rule(
@@ -63,6 +73,7 @@ def _rule(
     exceptions_only: bool = False,
     quiet_ok: bool = False,
     refine: Refine | None = None,
+    first: bool = False,
 ) -> Rule:
     return Rule(
         kind,
@@ -73,6 +84,7 @@ def _rule(
         exceptions_only,
         quiet_ok,
         refine,
+        first,
     )
 
 
@@ -234,7 +246,8 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "cuda_graph_capture",
         r"Capture cuda graph failed|CUDA graph capture failed|operation not permitted when "
-        r"stream is capturing|cudaErrorStreamCapture\w+",
+        r"stream is capturing|cudaErrorStreamCapture\w+|operation failed due to a previous "
+        r"error during capture",
         "capture",
     ),
     _rule(
@@ -258,17 +271,58 @@ RULES: tuple[Rule, ...] = (
         "gpu_oom",
         refine="oom_phase",
     ),
+    # Failures of a server that ran: an illegal access first (it also kills NCCL's watchdog
+    # and hangs the other ranks), then a collective that timed out, a scheduler that stopped,
+    # and requests retracted for KV cache. CUDA reports an illegal access asynchronously, so
+    # the traceback is only sure where a device-side assertion names the kernel.
+    _rule(
+        "illegal_memory_access",
+        r"an illegal memory access was encountered|device-side assert triggered"
+        r"|misaligned address|an illegal instruction was encountered|unspecified launch failure",
+        "illegal_memory_access",
+        refine="fault_site",
+    ),
+    # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, WorkNCCL::checkTimeout (torch 2.x).
+    _rule(
+        "nccl_timeout",
+        r"Watchdog caught collective operation timeout",
+        "nccl_timeout",
+        quiet_ok=True,
+        first=True,
+    ),
+    # sglang/srt/managers/scheduler.py, Scheduler.watchdog_thread (0.4.x): "Watchdog timeout
+    # (self.watchdog_timeout=300)"; vllm/distributed/device_communicators/shm_broadcast.py
+    # (0.6-0.11): "No available shared memory broadcast block found in 60 second(s)".
+    _rule(
+        "no_progress",
+        r"Watchdog timeout \(self\.watchdog_timeout=\d+|No available shared memory broadcast "
+        r"block found in \d+ seconds?",
+        "no_progress",
+        quiet_ok=True,
+        first=True,
+        refine="progress",
+    ),
+    # sglang/srt/managers/scheduler.py update_running_batch: "KV cache pool is full. Retract
+    # requests."; schedule_batch.py retract_decode: "No space left for only one request";
+    # vllm/core/scheduler.py _preempt (V0): "Sequence group X is preempted by PreemptionMode".
+    _rule(
+        "kv_exhaustion",
+        r"KV cache pool is full\. Retract requests|No space left for only one request"
+        r"|is preempted by PreemptionMode\.\w+ mode because there is not enough KV cache space",
+        "kv_exhaustion",
+        quiet_ok=True,
+        first=True,
+        refine="kv_pressure",
+    ),
     _rule(
         "nccl",
-        r"NCCL error|nccl(?:System|UnhandledCuda|Internal|InvalidUsage|Remote)Error"
-        r"|Watchdog caught collective operation timeout",
+        r"NCCL error|nccl(?:System|UnhandledCuda|Internal|InvalidUsage|Remote)Error",
         "nccl",
     ),
     # Messages that say something broke without saying why: reported as unknown.
     _rule(
         "unknown",
-        r"illegal memory access|Fatal Python error|Segmentation fault|SIGSEGV|SIGBUS"
-        r"|failed to be inspected|device-side assert triggered|Error 802",
+        r"Fatal Python error|Segmentation fault|SIGSEGV|SIGBUS|failed to be inspected|Error 802",
         "unknown",
         confidence="low",
     ),
