@@ -265,6 +265,42 @@ def _engine_missing(f: Facts) -> str:
     )
 
 
+def _trust_remote_code(f: Facts) -> str:
+    repo = f.numbers.get("repo")
+    named = f" ({repo})" if repo else ""
+    return (
+        f"the model{named} ships its own Python code (a config, tokenizer or model class "
+        "transformers does not have): read that code, then start with --trust-remote-code; "
+        "or upgrade transformers (and the engine) to a release that has this model type "
+        "built in"
+    )
+
+
+def _kernel_arch(f: Facts) -> str:
+    n = f.numbers
+    gpu = f" (this GPU: SM {n['gpu_arch']})" if "gpu_arch" in n else ""
+    head = f.headline
+    if "FlashAttention v3" in head:
+        return (
+            f"SGLang's fa3 attention backend runs only on SM 8.x (non-MLA) and 9.0 (Hopper)"
+            f"{gpu}: start with --attention-backend flashinfer (or triton; trtllm_mha on "
+            f"Blackwell)"
+        )
+    if "Assertion error" in head or "deep_gemm" in head.lower():
+        return (
+            f"DeepGEMM has no kernels for this GPU's architecture{gpu} (it is built for SM 90 "
+            f"and SM 100): turn it off (SGLang: SGL_ENABLE_JIT_DEEPGEMM=0; vLLM: "
+            f"VLLM_USE_DEEP_GEMM=0) so the Triton/CUTLASS path is used, or install a "
+            f"DeepGEMM/engine build that lists this architecture"
+        )
+    return (
+        f"a kernel library used here has no build for this GPU's architecture{gpu} "
+        f"(FlashAttention-3, DeepGEMM, FlashMLA and TRT-LLM kernels are built for SM 90/100 "
+        f"only): choose another --attention-backend (flashinfer, triton) or turn the library "
+        f"off, or install an engine build for this architecture"
+    )
+
+
 def _unknown(f: Facts) -> str:
     return (
         "the log shows the failure but not its cause: read the candidate lines, and rerun with "
@@ -296,6 +332,8 @@ FIXES: dict[str, Callable[[Facts], str]] = {
     "engine_missing": _engine_missing,
     "gpu_busy": memory.gpu_busy_fix,
     "unknown": _unknown,
+    "trust_remote_code": _trust_remote_code,
+    "kernel_arch": _kernel_arch,
     "illegal_memory_access": runtime.illegal_memory_access_fix,
     "nccl_timeout": runtime.nccl_timeout_fix,
     "no_progress": runtime.no_progress_fix,

@@ -114,6 +114,19 @@ RULES: tuple[Rule, ...] = (
         r"|exec: \"?(?P<cmd2>[^\":]+)\"?: (?:executable file )?not found",
         "engine_missing",
     ),
+    # vllm/transformers_utils/config.py get_config (0.4-0.10): "Failed to load the model
+    # config. If the model is a custom model not yet available in the HuggingFace
+    # transformers library, consider setting `trust_remote_code=True`"; transformers'
+    # dynamic_module_utils.resolve_trust_remote_code: "The repository for X contains custom
+    # code which must be executed to correctly load the model" / "requires you to execute
+    # the configuration file in that repo".
+    _rule(
+        "trust_remote_code",
+        r"consider setting `?trust_remote_code=True|contains custom code which must be "
+        r"executed|requires you to execute the (?:configuration|tokenizer|modeling) file"
+        r"|set the option `trust_remote_code=True`|pass the argument `trust_remote_code=True`",
+        "trust_remote_code",
+    ),
     _rule(
         "driver_mismatch",
         r"NVIDIA driver on your system is too old(?: \(found version (?P<driver_cuda>\d+)\))?"
@@ -134,6 +147,26 @@ RULES: tuple[Rule, ...] = (
         r"|FlashAttention only supports \w+ GPUs or newer"
         r"|fp8e4nv not supported in this architecture",
         "gpu_capability",
+    ),
+    # Kernels with no build for this GPU's architecture (new GPUs as much as old ones):
+    # SGLang's FA3 backend, python/sglang/srt/layers/attention/attention_registry.py:108-112
+    # (sglang commit 00a66eb); DeepGEMM's `Assertion error (csrc/...): Unsupported
+    # architecture` / `Unknown recipe` (csrc/apis/gemm.hpp, utils/layout.hpp, quoted in
+    # sgl-project/sglang#25877 and deepseek-ai/DeepGEMM#324); FlashMLA/TRT-LLM/sparse
+    # kernels' "only supported on SM90a/SM100" checks.
+    _rule(
+        "kernel_arch",
+        r"FlashAttention v3 Backend requires SM>=80 and SM<=90"
+        r"|Assertion error \([^)]*\): (?:Unsupported architecture|Unknown recipe)"
+        r"|(?:Kernel|kernel|backend|Backend) (?:is )?only supported on (?:SM|sm_?)\d+"
+        r"|only supported on (?:Hopper|Blackwell)(?: GPUs)?\b",
+        "kernel_arch",
+    ),
+    _rule(
+        "kernel_arch",
+        r"no kernel image is available for execution on the device",
+        "kernel_arch",
+        within=r"deep_gemm|DeepGEMM|flash_attn_3|_vllm_fa3_C|\bfa3\b|flashmla|trtllm|cutlass_mla",
     ),
     _rule(
         "nccl",
