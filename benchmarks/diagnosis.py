@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from benchmarks.diagnosis_split import split_report
 from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
@@ -54,6 +55,18 @@ class Expected(BaseModel):
     kind: str
     headline: str
     numbers: dict[str, float] = {}
+    split: str = "rules"
+    phase: str | None = None
+
+
+RUNTIME_KINDS = {
+    "oom_serving",
+    "illegal_memory_access",
+    "nccl_timeout",
+    "kv_exhaustion",
+    "no_progress",
+}
+"""Kinds that only a running server shows: a log of one without a stated phase is runtime."""
 
 
 class Scored(BaseModel):
@@ -62,6 +75,9 @@ class Scored(BaseModel):
     want: str
     got: str
     confidence: str
+    split: str = "rules"
+    want_phase: str | None = None
+    got_phase: str = "startup"
     kind_right: bool
     headline_right: bool
     fix_uses_numbers: bool | None
@@ -75,6 +91,15 @@ class Scored(BaseModel):
     @property
     def confident_wrong(self) -> bool:
         return not self.kind_right and self.confidence == "high"
+
+    @property
+    def group(self) -> str:
+        """startup, or runtime (warm-up and serving): scored separately."""
+        if self.want_phase in ("warm-up", "serving"):
+            return "runtime"
+        if self.want_phase is None and self.want in RUNTIME_KINDS:
+            return "runtime"
+        return "startup"
 
 
 def _same(a: str, b: str) -> bool:
@@ -104,6 +129,9 @@ def score(corpus: Path) -> list[Scored]:
                 want=want.kind,
                 got=got.kind,
                 confidence=got.confidence,
+                split=want.split,
+                want_phase=want.phase,
+                got_phase=got.phase,
                 kind_right=got.kind == want.kind,
                 headline_right=_same(got.headline, want.headline),
                 fix_uses_numbers=_uses(got.fix, want.numbers),
@@ -257,7 +285,8 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    text = report(score(args.corpus), args.corpus)
+    rows = score(args.corpus)
+    text = report(rows, args.corpus) + "\n" + split_report(rows)
     if args.corpus == CORPUS:
         with tempfile.TemporaryDirectory() as work:
             text += "\n" + preflight_report(preflight_rows(Path(work)), args.corpus)
