@@ -15,6 +15,7 @@ the start-up milestones before it.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
@@ -23,12 +24,14 @@ from sleuth.tools.serving import diagnose_runtime as runtime
 from sleuth.tools.serving.diagnose_facts import Engine, Facts, numbers_in_log, numbers_near
 from sleuth.tools.serving.diagnose_fixes import FIXES
 from sleuth.tools.serving.diagnose_lines import Line, frames, headline, parse
-from sleuth.tools.serving.diagnose_phase import Phase, phase_at
+from sleuth.tools.serving.diagnose_phase import ROUTINE, Phase, phase_at
 from sleuth.tools.serving.diagnose_rules import RULES, Confidence, FailureKind, Rule
 from sleuth.tools.serving.diagnose_sure import SURE_IF
 
 WINDOW = 80
 """Lines either side of a hit searched for its traceback (vLLM logs the message first)."""
+ENGINE_SAMPLE = 2000
+"""Lines read at each end of a log to tell the engine."""
 
 
 class Diagnosis(BaseModel):
@@ -87,19 +90,22 @@ def diagnose(
     """Explain a failed launch from its log lines (as diagnose_lines.split_lines gives them)."""
     parsed = parse(list(lines))
     engine = engine or detect_engine(parsed)
+    # A long log is mostly the lines an engine writes for every batch and request; no rule
+    # names them, so only the others are searched rule by rule.
+    candidates = [line for line in parsed if not ROUTINE.search(line.msg)]
     for rule in RULES:
-        hit = _find(rule, parsed)
+        hit = _find(rule, candidates, parsed)
         if hit is None:
             continue
         kind, confidence, phase_line = rule.kind, rule.confidence, None
         phase = phase_at(parsed, hit.index, _window(parsed, hit))
         if rule.refine == "oom_phase":
-            kind, confidence, phase_line = _oom_phase(parsed, hit)
+            kind, confidence, phase_line = _oom_phase(parsed, candidates, hit)
             if phase == "serving" and kind != "cuda_graph_capture":
                 kind, confidence = "oom_serving", "high"
-        found = _explain(parsed, hit, rule, kind, confidence, phase_line)
-        return _runtime(parsed, hit, rule, found, phase, engine)
-    return _unexplained(parsed, exit_code, engine)
+        found = _explain(parsed, candidates, hit, rule, kind, confidence, phase_line)
+        return _runtime(parsed, candidates, hit, rule, found, phase, engine)
+    return _unexplained(parsed, candidates, exit_code, engine)
 
 
 def render(d: Diagnosis) -> list[str]:
@@ -118,25 +124,34 @@ def render(d: Diagnosis) -> list[str]:
 
 
 def detect_engine(parsed: list[Line]) -> Engine | None:
-    """SGLang when its own code or prefixes show (it imports vLLM's too), else vLLM."""
-    if any(_SGLANG.search(line.raw) for line in parsed):
+    """SGLang when its own code or prefixes show (it imports vLLM's too), else vLLM; read
+    from the start of the log (the launch) and its end (the failure)."""
+    sample = (
+        parsed
+        if len(parsed) <= 2 * ENGINE_SAMPLE
+        else [
+            *parsed[:ENGINE_SAMPLE],
+            *parsed[-ENGINE_SAMPLE:],
+        ]
+    )
+    if any(_SGLANG.search(line.raw) for line in sample):
         return "sglang"
-    if any(_VLLM.search(line.raw) for line in parsed):
+    if any(_VLLM.search(line.raw) for line in sample):
         return "vllm"
     return None
 
 
-def _find(rule: Rule, parsed: list[Line]) -> Line | None:
+def _find(rule: Rule, candidates: list[Line], parsed: list[Line]) -> Line | None:
     """The line that best states this rule's cause: an exception line before one logged at
     ERROR, before an unmarked one; the last of equals (the outermost exception)."""
     best: Line | None = None
-    for line in parsed:
+    for line in candidates:
         if best is not None and rule.first and line.rank <= best.rank:
             continue
-        if not rule.pattern.search(line.msg):
-            continue
-        quiet = line.rank == 0 or line.msg.lower().startswith("warning")
+        quiet = line.rank == 0 or line.msg[:7].lower() == "warning"
         if (quiet and not rule.quiet_ok) or (rule.exceptions_only and not line.is_exception):
+            continue
+        if not rule.pattern.search(line.msg):
             continue
         if rule.within is not None and _near(parsed, line, rule.within) is None:
             continue
@@ -153,17 +168,26 @@ def _near(parsed: list[Line], hit: Line, pattern: re.Pattern[str]) -> Line | Non
 
 
 def _window(parsed: list[Line], hit: Line) -> list[Line]:
-    return [line for line in parsed if abs(line.index - hit.index) <= WINDOW]
+    # Lines are in log order: the window is a slice, found by bisection (logs run long).
+    start = bisect_left(parsed, hit.index - WINDOW, key=lambda line: line.index)
+    end = bisect_right(parsed, hit.index + WINDOW, key=lambda line: line.index)
+    return parsed[start:end]
 
 
-def _oom_phase(parsed: list[Line], hit: Line) -> tuple[FailureKind, Confidence, Line | None]:
+def _position(parsed: list[Line], line: Line) -> int:
+    return bisect_left(parsed, line.index, key=lambda p: p.index)
+
+
+def _oom_phase(
+    parsed: list[Line], candidates: list[Line], hit: Line
+) -> tuple[FailureKind, Confidence, Line | None]:
     """Which start-up phase ran out of GPU memory: the OOM's own traceback frames first,
     then the last milestone the log reached before it."""
     names = " ".join(func for _, func in frames(_window(parsed, hit)))
     for pattern, kind in _PHASE_FRAMES:
         if pattern.search(names):
             return kind, "high", None
-    for line in reversed([p for p in parsed if p.index < hit.index]):
+    for line in reversed([p for p in candidates if p.index < hit.index]):
         if any(m in line.msg for m in CAPTURE_BEGIN):
             return "cuda_graph_capture", "high", line
         if any(m in line.msg for m in WEIGHTS_DONE):
@@ -178,6 +202,7 @@ def _oom_phase(parsed: list[Line], hit: Line) -> tuple[FailureKind, Confidence, 
 
 def _explain(
     parsed: list[Line],
+    candidates: list[Line],
     hit: Line,
     rule: Rule,
     kind: FailureKind,
@@ -188,7 +213,7 @@ def _explain(
     before = [p for p in parsed if p.index < cause.index]
     text, source = headline(cause, before)
     numbers = {
-        **numbers_in_log([p.msg for p in parsed]),
+        **numbers_in_log([p.msg for p in candidates]),
         **numbers_near(_message_block(parsed, cause)),
     }
     supporting = _near(parsed, hit, rule.within) if rule.within else None
@@ -205,6 +230,7 @@ def _explain(
 
 def _runtime(
     parsed: list[Line],
+    candidates: list[Line],
     hit: Line,
     rule: Rule,
     found: Diagnosis,
@@ -243,7 +269,7 @@ def _runtime(
             "numbers": numbers,
             "fix": fix,
             "phase": phase,
-            "candidates": _candidates(parsed, found.headline) if low else [],
+            "candidates": _candidates(candidates, found.headline) if low else [],
             "sure_if": SURE_IF.get(kind, SURE_IF["unknown"]) if low else "",
         }
     )
@@ -252,7 +278,7 @@ def _runtime(
 def _cause_line(parsed: list[Line], hit: Line) -> Line:
     """The hit; the pydantic `Value error, ...` line whose wrapped message it continues; or,
     when the hit only introduces the next line (`... raised:`), that line."""
-    position = parsed.index(hit)
+    position = _position(parsed, hit)
     if hit.is_exception:
         following = parsed[position + 1 : position + 2]
         if hit.msg.endswith(":") and following and following[0].is_exception:
@@ -266,7 +292,7 @@ def _cause_line(parsed: list[Line], hit: Line) -> Line:
 
 def _message_block(parsed: list[Line], cause: Line) -> str:
     """The cause line and the lines its message wraps onto (SGLang splits its OOM report)."""
-    position = parsed.index(cause)
+    position = _position(parsed, cause)
     block = [cause.msg]
     for line in parsed[position + 1 : position + 9]:
         if line.is_exception or line.msg.startswith(("Traceback", "File ")):
@@ -288,13 +314,15 @@ def _candidates(parsed: list[Line], chosen: str) -> list[str]:
     return seen[:3]
 
 
-def _unexplained(parsed: list[Line], exit_code: int | None, engine: Engine | None) -> Diagnosis:
+def _unexplained(
+    parsed: list[Line], candidates: list[Line], exit_code: int | None, engine: Engine | None
+) -> Diagnosis:
     """No rule applies: the last exception that names a cause, else the last pointer to one,
     else the last line logged at ERROR; a log with none of them shows no failure."""
     picks = (
-        [p for p in parsed if p.is_exception and not p.is_wrapper],
-        [p for p in parsed if p.is_exception],
-        [p for p in parsed if p.rank == 2],
+        [p for p in candidates if p.is_exception and not p.is_wrapper],
+        [p for p in candidates if p.is_exception],
+        [p for p in candidates if p.rank == 2],
     )
     line = next((group[-1] for group in picks if group), None)
     if line is None:
@@ -309,7 +337,7 @@ def _unexplained(parsed: list[Line], exit_code: int | None, engine: Engine | Non
         if not line.is_exception
         else FIXES["unknown"](Facts(text, {}, engine, "unknown")),
         numbers=numbers_near(_message_block(parsed, line)),
-        candidates=_candidates(parsed, text),
+        candidates=_candidates(candidates, text),
         phase=phase_at(parsed, line.index),
         sure_if=SURE_IF["unknown"],
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 # ANSI colour, also as pasted copies show it once the escape byte became the text "ESC".
@@ -83,11 +84,11 @@ class Line:
     prefix: str
     msg: str
 
-    @property
+    @cached_property
     def is_exception(self) -> bool:
         return EXCEPTION.match(self.msg) is not None or _VALUE_ERROR.match(self.msg) is not None
 
-    @property
+    @cached_property
     def rank(self) -> Rank:
         """3 an exception line, 2 logged at ERROR, 1 unmarked, 0 logged at INFO or WARNING."""
         if self.is_exception:
@@ -113,7 +114,12 @@ def split_lines(text: str) -> list[str]:
 
 def message(line: str) -> str:
     """A log line without the prefixes of the engine, its workers and its launcher."""
-    text = _PREFIX.sub("", line).strip()
+    found = _PREFIX.match(line)
+    return _tail(line, found.end() if found else 0)
+
+
+def _tail(line: str, start: int) -> str:
+    text = line[start:].strip()
     return text[:-2].rstrip() if text.endswith("**") else text
 
 
@@ -123,7 +129,8 @@ def parse(lines: list[str]) -> list[Line]:
     for i, raw in enumerate(lines):
         if raw.strip():
             found = _PREFIX.match(raw)
-            out.append(Line(i, raw.rstrip(), found.group(0) if found else "", message(raw)))
+            end = found.end() if found else 0
+            out.append(Line(i, raw.rstrip(), raw[:end], _tail(raw, end)))
     return out
 
 

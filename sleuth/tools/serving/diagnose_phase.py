@@ -47,6 +47,13 @@ STARTUP_FRAMES = re.compile(
     r"|load_model|load_weights|init_\w+|__init__|initialize\w*|profile_max_num_token"
 )
 BATCH = re.compile(r"Decode batch[.,]|Prefill batch[.,]|Avg prompt throughput|Engine \d+: Avg")
+ROUTINE = re.compile(
+    r"^(?:Decode batch[.,]|Prefill batch[.,]|Avg prompt throughput|Engine \d+: Avg"
+    r"|[\d.:]+ - \"(?:POST|GET) \S+ HTTP/[\d.]+\" 2\d\d"
+    r"|Added request |Finished request |Received request |File \"[^\"]+\", line \d+, in )"
+)
+"""Lines written for every batch or answered request, and traceback frames: the bulk of a
+long log, and never the line that states a cause (frames are read around a hit instead)."""
 
 _STAMPS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)"), "%Y-%m-%d %H:%M:%S"),
