@@ -251,8 +251,7 @@ def _runtime(
     elif kind == "kv_exhaustion":
         phase = "serving"
         numbers.update(runtime.kv_pressure(parsed))
-        storm = int(numbers.get("events", "0")) >= 3 or hit.is_exception
-        confidence = "high" if storm else "low"
+        confidence = "high" if runtime.is_storm(numbers) or hit.is_exception else "low"
     elif kind == "no_progress":
         numbers.update(runtime.progress(parsed, hit))
         if "watchdog_timeout" not in hit.msg and phase != "serving":

@@ -38,18 +38,27 @@ def oom_serving_fix(f: Facts) -> str:
 
 def illegal_memory_access_fix(f: Facts) -> str:
     n = f.numbers
+    backends = (
+        f"another --attention-backend, {flag(f.engine, 'no_graphs')}, "
+        f"--disable-custom-all-reduce for all-reduce kernels"
+    )
     if "kernel" in n:
-        where = f"kernel {n['kernel']} ({n.get('kernel_file', '?')}) failed an assertion"
-    elif "frame" in n:
-        where = f"the last op before it was {n['frame']} (CUDA reports asynchronously)"
-    else:
-        where = "the log does not name the kernel"
+        return (
+            f"kernel {n['kernel']} ({n.get('kernel_file', '?')}) failed its check "
+            f"`{n.get('assertion', '?')}` ({f.phase}): an index past a tensor's end, most often "
+            f"a token id or position beyond the model's vocabulary or context; check the "
+            f"request that triggered it (and the tokenizer/model pair), or avoid that kernel "
+            f"({backends}) until an engine release fixes it"
+        )
+    where = (
+        f"the last op before it was {n['frame']}, but CUDA reports asynchronously"
+        if "frame" in n
+        else "the log does not name the kernel"
+    )
     return (
         f"a GPU kernel accessed memory it should not ({f.phase}); {where}: rerun with "
-        f"CUDA_LAUNCH_BLOCKING=1 to pin the kernel, then switch that backend (another "
-        f"--attention-backend, {flag(f.engine, 'no_graphs')}, --disable-custom-all-reduce for "
-        f"all-reduce kernels) or upgrade to an engine release that fixes it; an index out of "
-        f"range in an assertion usually means a token id or position past the model's limits"
+        f"CUDA_LAUNCH_BLOCKING=1 to pin the kernel, then avoid it ({backends}) or upgrade to "
+        f"an engine release that fixes it"
     )
 
 
@@ -88,14 +97,18 @@ def no_progress_fix(f: Facts) -> str:
 
 def kv_exhaustion_fix(f: Facts) -> str:
     n = f.numbers
-    count = n.get("retracted_reqs") or n.get("preemptions") or n.get("events", "?")
-    what = "retracted" if "retracted_reqs" in n or f.engine == "sglang" else "preempted"
+    if "retracted_reqs" in n:
+        what = f"{n['retracted_reqs']} requests retracted in {n.get('events', '?')} retractions"
+    elif "preemptions" in n:
+        what = f"{n['preemptions']} preemptions so far (vLLM warns on every 50th)"
+    else:
+        what = f"{n.get('events', '?')} retractions"
     rate = f" ({n['per_minute']} a minute over {n['over_seconds']} s)" if "per_minute" in n else ""
     usage = f" at token usage {n['token_usage']}" if "token_usage" in n else ""
     running = f" with {n['running_reqs']} requests running" if "running_reqs" in n else ""
     cap, mem = flag(f.engine, "memory"), _RUNNING[1] if f.engine == "sglang" else _RUNNING[0]
     return (
-        f"the KV cache ran out while serving: {count} requests {what}{rate}{usage}{running}; "
+        f"the KV cache ran out while serving: {what}{rate}{usage}{running}; "
         f"each one is recomputed, so throughput collapses: bound the running batch with {mem}, "
         f"raise {cap} if the GPU has room, or add GPUs; long generations need the "
         f"KV pool they will grow into"

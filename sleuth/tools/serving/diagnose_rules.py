@@ -337,11 +337,13 @@ RULES: tuple[Rule, ...] = (
     ),
     # sglang/srt/managers/scheduler.py update_running_batch: "KV cache pool is full. Retract
     # requests."; schedule_batch.py retract_decode: "No space left for only one request";
-    # vllm/core/scheduler.py _preempt (V0): "Sequence group X is preempted by PreemptionMode".
+    # vllm/core/scheduler.py _preempt (V0, v0.6.6): "Sequence group X is preempted by
+    # PreemptionMode.RECOMPUTE mode ...", logged on the 1st, 51st, 101st... preemption; early
+    # V1 (vllm/v1/core/scheduler.py): "request X is preempted by RECOMPUTE mode ...".
     _rule(
         "kv_exhaustion",
         r"KV cache pool is full\. Retract requests|No space left for only one request"
-        r"|is preempted by PreemptionMode\.\w+ mode because there is not enough KV cache space",
+        r"|is preempted by (?:PreemptionMode\.)?\w+ mode because there is not enough KV cache",
         "kv_exhaustion",
         quiet_ok=True,
         first=True,

@@ -25,9 +25,23 @@ _NCCL_TIMEOUT = re.compile(
 # sglang/srt/managers/scheduler.py (update_running_batch) and vllm/core/scheduler.py (_preempt).
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)")
 _PREEMPT = re.compile(
-    r"is preempted by PreemptionMode\.(\w+) mode because there is not enough KV cache space"
+    r"is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not enough KV cache"
     r".*?total_num_cumulative_preemption=(\d+)"
 )
+STORM_EVENTS = 3
+"""Retractions or preemption warnings in one log that make a storm rather than a blip."""
+VLLM_LOGS_EVERY = 50
+"""vLLM warns on every 50th preemption only, so a cumulative count of 50 or more is a storm
+whatever the number of warnings shown."""
+
+
+def is_storm(numbers: dict[str, str]) -> bool:
+    return (
+        int(numbers.get("events", "0")) >= STORM_EVENTS
+        or int(numbers.get("preemptions", "0")) >= VLLM_LOGS_EVERY
+    )
+
+
 _USAGE = re.compile(r"(?:\bfull )?token usage: ([\d.]+)|GPU KV cache usage: ([\d.]+)%")
 _RUNNING = re.compile(r"#running-req: (\d+)|Running: (\d+) reqs")
 _INNER: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -39,7 +53,8 @@ _INNER: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("NCCL", re.compile(r"NCCL WARN|nccl\w*Error|NCCL error|pynccl")),
 )
 _KERNEL_ASSERT = re.compile(
-    r"(?P<file>[\w/.\-]+\.(?:cu|cuh|h)):\d+: (?P<kernel>\w+): block: .*Assertion"
+    r"(?P<file>[\w/.\-]+\.(?:cu|cuh|h)):\d+: (?P<kernel>\w+): block: .*Assertion "
+    r"`(?P<check>[^`]*)`"
 )
 _BORING = re.compile(
     r"torch/(?:nn/modules|utils/_contextlib|_ops\.py|_dynamo)|/threading\.py|contextlib\.py"
@@ -119,7 +134,12 @@ def fault_site(window: list[Line], hit: Line) -> dict[str, str]:
     for line in window:
         found = _KERNEL_ASSERT.search(line.msg)
         if found:
-            return {"kernel": found["kernel"], "kernel_file": found["file"], "site_stated": "yes"}
+            return {
+                "kernel": found["kernel"],
+                "kernel_file": found["file"],
+                "assertion": found["check"],
+                "site_stated": "yes",
+            }
     above = [line for line in window if line.index < hit.index]
     for path, func in reversed(frames(above)):
         if not _BORING.search(path):
