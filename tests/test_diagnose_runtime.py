@@ -34,6 +34,15 @@ WARNING 08-20 10:18:39 scheduler.py:1141] Sequence group 147 is preempted by Pre
 [rank0]:   File "/data/vllm/vattn/offline.py", line 89, in <module>
 [rank0]:     test()
 """
+# https://github.com/vllm-project/vllm/issues/19853 (2025-06-19): an NVFP4 compressed-tensors
+# checkpoint on a vLLM without a kernel for that scheme.
+NO_SCHEME = """\
+ERROR 06-19 09:53:50 [core.py:515]     scheme = self._get_scheme_from_parts(  # type: ignore
+ERROR 06-19 09:53:50 [core.py:515]              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+ERROR 06-19 09:53:50 [core.py:515]   File "/home/ubuntu/git/polywhirl/.venv_temp/lib/python3.11/site-packages/vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py", line 414, in _get_scheme_from_parts
+ERROR 06-19 09:53:50 [core.py:515]     raise NotImplementedError(
+ERROR 06-19 09:53:50 [core.py:515] NotImplementedError: No compressed-tensors compatible scheme was found.
+"""
 # https://github.com/sgl-project/sglang/issues/10053 (2025-09-03): a healthy server's lines.
 HEALTHY = """\
 [2025-09-03 18:33:18 TP0] Prefill batch. #new-seq: 1, #new-token: 103, #cached-token: 1, token usage: 0.00, #running-req: 0, #queue-req: 0, 
@@ -159,6 +168,18 @@ def test_a_model_with_its_own_code_asks_for_trust_remote_code() -> None:
 def test_a_log_that_passes_trust_remote_code_and_fails_otherwise_is_not_that() -> None:
     assert "trust_remote_code" in (CORPUS / "038-vllm-context_too_long.log").read_text()
     assert of("038-vllm-context_too_long.log").kind == "context_too_long"
+
+
+def test_a_quantization_scheme_the_installed_version_lacks_says_upgrade() -> None:
+    d = of_text(NO_SCHEME)
+    assert (d.kind, d.confidence) == ("unsupported_quantization", "high")
+    assert "compressed-tensors scheme" in d.fix and "upgrade" in d.fix
+
+
+def test_a_not_implemented_error_from_another_check_is_not_a_quantization_scheme() -> None:
+    # A NotImplementedError raised while vLLM checks its options (the Torchair graph mode of
+    # vllm-ascend) is an option the engine refuses, not a checkpoint's scheme.
+    assert of("026-vllm-bad_argument.log").kind == "bad_argument"
 
 
 def test_deepgemm_without_a_build_for_the_gpu_is_kernel_arch() -> None:

@@ -1,4 +1,4 @@
-"""`sleuth diagnose FILE|-`: why did this server fail to start, from its log."""
+"""`sleuth diagnose FILE|-`: why did this server fail (at start or while serving), from its log."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ def diagnose_file(
     *,
     opts: SharedOptions,
 ) -> None:
-    """Explain why a vLLM or SGLang server failed to start, from its log: the kind of failure,
-    the line that states it, and the fix with the numbers the engine logged. Exits 0 when
-    diagnosed, 3 when the cause is unknown.
+    """Explain why a vLLM or SGLang server failed, at start or while serving, from its log:
+    the kind of failure, the phase, the line that states it, and the fix with the numbers the
+    engine logged. Exits 0 when diagnosed, 3 when the cause is unknown.
 
     Example: sleuth diagnose /var/log/vllm.log
     Example: journalctl -u vllm --no-pager -o cat | sleuth diagnose -

@@ -1,4 +1,4 @@
-"""Why a server launch failed, read from the engine's own log.
+"""Why a server failed, at launch or while serving, read from the engine's own log.
 
 `diagnose(log_lines)` returns a `Diagnosis`: a `kind` from a fixed set, how sure it is, the
 line that states the cause with every prefix removed (the headline), the log lines it rests
@@ -9,7 +9,9 @@ the prefixes are stripped by diagnose_lines; the fixes are built by diagnose_fix
 rule points to one cause, the kind is `unknown` with low confidence and the best candidate
 lines, never a confident guess. An out-of-memory error is placed by the phase it struck in
 (loading weights, the profile run, CUDA graph capture), read from its traceback frames and
-the start-up milestones before it.
+the start-up milestones before it. The phase (startup, warm-up, serving) is read from the
+lines before the failure (diagnose_phase); a failure of a running server is explained with
+what its log states about it (diagnose_runtime).
 """
 
 from __future__ import annotations

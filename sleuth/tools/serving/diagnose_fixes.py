@@ -158,6 +158,13 @@ def _quantization(f: Facts) -> str:
         )
     if "requirement" in n:
         return f"install {n['requirement']} into the engine's environment for this checkpoint"
+    if "compressed-tensors" in f.headline:
+        return (
+            "the installed engine has no kernel for this checkpoint's compressed-tensors scheme "
+            "(the bits, strategy and layer types in quantization_config.config_groups): "
+            "upgrade to an engine release whose compressed_tensors support lists it, or use a "
+            "checkpoint quantized to a scheme this version runs (e.g. W8A8 or W4A16)"
+        )
     return (
         "this engine has no kernel for the checkpoint's quantization here: check "
         "quantization_config in config.json against the engine's supported methods"

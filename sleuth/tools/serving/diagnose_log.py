@@ -51,12 +51,14 @@ class DiagnoseLogInput(ToolInput):
 
 @tool()
 def diagnose_log(ctx: ToolContext, args: DiagnoseLogInput) -> ToolResult:
-    """Explain why an inference server (vLLM, SGLang) failed to start, from its log.
+    """Explain why an inference server (vLLM, SGLang) failed, at start or while serving.
 
     For servers started outside Sleuth (systemd, Kubernetes, a script): give `path`, a log
     file inside the host's roots (its last `lines` lines are read), or `unit`, a systemd
     unit whose journal is read with journalctl. Returns the failure `kind` (e.g.
-    kv_cache_too_small, oom_weights, tp_divisibility, driver_mismatch, unknown), its
+    kv_cache_too_small, oom_weights, tp_divisibility, driver_mismatch; for a running server
+    oom_serving, nccl_timeout, kv_exhaustion, no_progress, illegal_memory_access; no_failure,
+    unknown), the `phase` it struck in (startup, warm-up, serving), its
     `confidence` (high: the log states it; low: the best reading), the `headline` (the log
     line that states the cause), evidence lines as logged, and a `fix` with the numbers the
     engine logged. Read-only.

@@ -201,7 +201,12 @@ RULES: tuple[Rule, ...] = (
         r"is not supported for quantization method|Quantization method specified in the model "
         r"config \(\w+\) does not match|Unknown quantization method|quantization method \S+ is "
         r"not supported|Unsupported FusedMoe scheme|Please install \S+ .*quantiz"
-        r"|Cannot find the config file for \w+",
+        r"|Cannot find the config file for \w+"
+        # vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py:414,
+        # _get_scheme_from_parts (vLLM 0.9.x, the line vllm-project/vllm#19853's traceback
+        # shows; SGLang carries a copy): a scheme (bits, strategy, layer type) the installed
+        # version has no kernel for, e.g. NVFP4 before it was added.
+        r"|No compressed-tensors compatible scheme was found",
         "quantization",
     ),
     _rule(
