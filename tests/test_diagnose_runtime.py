@@ -43,6 +43,18 @@ ERROR 06-19 09:53:50 [core.py:515]   File "/home/ubuntu/git/polywhirl/.venv_temp
 ERROR 06-19 09:53:50 [core.py:515]     raise NotImplementedError(
 ERROR 06-19 09:53:50 [core.py:515] NotImplementedError: No compressed-tensors compatible scheme was found.
 """
+# https://github.com/Tencent/AngelSlim/issues/39 (2025-08-13): an EAGLE3 draft for Qwen3-14B
+# loaded by SGLang under the target's Qwen3 class.
+DRAFT_KEY = """\
+File "/opt/miniconda/envs/sglang/lib/python3.12/site-packages/sglang/srt/model_loader/loader.py", line 437, in load_model
+    self.load_weights_and_postprocess(
+File "/opt/miniconda/envs/sglang/lib/python3.12/site-packages/sglang/srt/model_loader/loader.py", line 445, in load_weights_and_postprocess
+    model.load_weights(weights)
+File "/opt/miniconda/envs/sglang/lib/python3.12/site-packages/sglang/srt/models/qwen3.py", line 493, in load_weights
+    param = params_dict[name]
+            ~~~~~~~~~~~^^^^^^
+KeyError: 'midlayer.self_attn.qkv_proj.weight'
+"""
 # https://github.com/sgl-project/sglang/issues/10053 (2025-09-03): a healthy server's lines.
 HEALTHY = """\
 [2025-09-03 18:33:18 TP0] Prefill batch. #new-seq: 1, #new-token: 103, #cached-token: 1, token usage: 0.00, #running-req: 0, #queue-req: 0, 
@@ -182,10 +194,35 @@ def test_a_not_implemented_error_from_another_check_is_not_a_quantization_scheme
     assert of("026-vllm-bad_argument.log").kind == "bad_argument"
 
 
+def test_a_draft_weight_its_class_lacks_is_a_speculative_config_error() -> None:
+    d = of_text(DRAFT_KEY)
+    assert (d.kind, d.confidence) == ("speculative_config", "high")
+    assert "midlayer.self_attn.qkv_proj.weight" in d.fix and "--speculative-algorithm" in d.fix
+
+
+def test_a_missing_weight_without_any_draft_in_sight_is_not_a_draft_error() -> None:
+    plain = DRAFT_KEY.replace("midlayer.self_attn", "model.layers.0.self_attn")
+    assert of_text(plain).kind != "speculative_config"
+
+
 def test_deepgemm_without_a_build_for_the_gpu_is_kernel_arch() -> None:
     d = of("109-vllm-kernel_arch.log")
     assert (d.kind, d.confidence) == ("kernel_arch", "high")
     assert "VLLM_USE_DEEP_GEMM=0" in d.fix
+
+
+def test_trtllm_attention_on_a_gpu_it_was_not_built_for_is_kernel_arch() -> None:
+    # https://github.com/sgl-project/sglang/issues/9140 (2025-08-13), an RTX 5090 (sm_120a):
+    line = "ValueError: TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.\n"
+    d = of_text(line)
+    assert (d.kind, d.confidence) == ("kernel_arch", "high")
+    assert "built for SM100" in d.fix and "--attention-backend" in d.fix
+
+
+def test_a_backend_refused_for_another_reason_is_not_kernel_arch() -> None:
+    # sglang attention_registry.py: trtllm_mha refuses MLA models whatever the GPU.
+    line = "ValueError: trtllm_mha backend can only be used with non-MLA models.\n"
+    assert of_text(line).kind != "kernel_arch"
 
 
 def test_no_kernel_image_without_a_kernel_library_stays_a_low_driver_reading() -> None:

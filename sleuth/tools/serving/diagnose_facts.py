@@ -58,8 +58,9 @@ _NEAR: dict[str, str] = {
     "host_used": r"was running was ([\d.]+ ?GB) / [\d.]+ ?GB",
     "host_total": r"was running was [\d.]+ ?GB / ([\d.]+ ?GB)",
     "head_dim": r"dispatch head_dim (\d+)",
+    "weight_key": r"^KeyError: '([\w.]+)'",
     "repo": r"The repository (?:for )?(\S+?) contains custom code|Loading (\S+) requires you",
-    "gpu_arch": r"(?:sm_?|SM ?)(1[02]\d|[5-9]\d)\b(?!\.)",
+    "need_arch": r"only supported on [^()]*\((SM\s?\d+\w*)\)",
     "shapes": r"shapes cannot be multiplied \(([^)]+)\)|expanded size of the tensor \((\d+\)"
     r" must match the existing size \(\d+)\)",
 }

@@ -132,6 +132,15 @@ def _tp_divisibility(f: Facts) -> str:
 
 
 def _speculative(f: Facts) -> str:
+    key = f.numbers.get("weight_key")
+    if key:
+        return (
+            f"the draft checkpoint has a weight ({key}) that the model class it was loaded as "
+            "does not: the draft was loaded under the target's architecture, or was made for "
+            "another engine or version; give a draft packaged for this engine (its config's "
+            "architectures names the EAGLE/EAGLE3/MTP class) and the matching "
+            "--speculative-algorithm, or an engine release that loads this draft format"
+        )
     shapes = f.numbers.get("shapes")
     seen = f" (tensor shapes {shapes} do not match)" if shapes else ""
     return (
@@ -284,27 +293,32 @@ def _trust_remote_code(f: Facts) -> str:
 
 
 def _kernel_arch(f: Facts) -> str:
-    n = f.numbers
-    gpu = f" (this GPU: SM {n['gpu_arch']})" if "gpu_arch" in n else ""
     head = f.headline
     if "FlashAttention v3" in head:
         return (
-            f"SGLang's fa3 attention backend runs only on SM 8.x (non-MLA) and 9.0 (Hopper)"
-            f"{gpu}: start with --attention-backend flashinfer (or triton; trtllm_mha on "
-            f"Blackwell)"
+            "SGLang's fa3 attention backend runs only on SM 8.x (non-MLA models) and SM 9.0 "
+            "(Hopper): start with --attention-backend flashinfer (or triton; trtllm_mha on "
+            "B200/GB200)"
+        )
+    if "TRTLLM" in head or "trtllm" in head:
+        need = f.numbers.get("need_arch", "SM100")
+        return (
+            f"the TRT-LLM attention kernels are built for {need} (B200/GB200) only, not for "
+            f"every GPU sold as Blackwell (RTX 50xx and RTX PRO are SM 120, GB10 is SM 121): "
+            f"use --attention-backend (and --prefill-attention-backend) flashinfer or triton"
         )
     if "Assertion error" in head or "deep_gemm" in head.lower():
         return (
-            f"DeepGEMM has no kernels for this GPU's architecture{gpu} (it is built for SM 90 "
-            f"and SM 100): turn it off (SGLang: SGL_ENABLE_JIT_DEEPGEMM=0; vLLM: "
-            f"VLLM_USE_DEEP_GEMM=0) so the Triton/CUTLASS path is used, or install a "
-            f"DeepGEMM/engine build that lists this architecture"
+            "DeepGEMM has no kernels for this GPU's architecture (it is built for SM 90 and "
+            "SM 100): turn it off (SGLang: SGL_ENABLE_JIT_DEEPGEMM=0; vLLM: VLLM_USE_DEEP_GEMM=0) "
+            "so the Triton/CUTLASS path is used, or install a DeepGEMM/engine build that lists "
+            "this architecture"
         )
     return (
-        f"a kernel library used here has no build for this GPU's architecture{gpu} "
-        f"(FlashAttention-3, DeepGEMM, FlashMLA and TRT-LLM kernels are built for SM 90/100 "
-        f"only): choose another --attention-backend (flashinfer, triton) or turn the library "
-        f"off, or install an engine build for this architecture"
+        "a kernel library used here has no build for this GPU's architecture (FlashAttention-3, "
+        "DeepGEMM, FlashMLA and TRT-LLM kernels are built for SM 90/100 only): choose another "
+        "--attention-backend (flashinfer, triton) or turn the library off, or install an "
+        "engine build for this architecture"
     )
 
 

@@ -196,6 +196,21 @@ RULES: tuple[Rule, ...] = (
         "speculative",
         within=SPECULATIVE_SIGNS,
     ),
+    # A weight the draft's checkpoint has and the class it was loaded as does not (an EAGLE3
+    # draft's `midlayer.*` under the target's class; an embedding the draft shares): the
+    # loader's own `params_dict[name]` KeyError (sglang/srt/models/*.py load_weights).
+    _rule(
+        "speculative_config",
+        r"(?i)^KeyError: '[\w.]*(?:midlayer|eagle|draft|mtp|nextn)[\w.]*'$",
+        "speculative",
+        exceptions_only=True,
+    ),
+    _rule(
+        "speculative_config",
+        r"^KeyError: '[\w.]+\.weight'$",
+        "speculative",
+        within=SPECULATIVE_SIGNS,
+    ),
     _rule(
         "unsupported_quantization",
         r"is not supported for quantization method|Quantization method specified in the model "
