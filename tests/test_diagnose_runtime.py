@@ -255,6 +255,8 @@ def test_the_cli_prints_the_phase_and_json_carries_it(tmp_path: Path) -> None:
     ("name", "phase"),
     [
         ("022-vllm-oom_weights.log", "startup"),
+        # SGLang's scheduler watchdog only fires while a batch runs: serving, with no other sign.
+        ("096-sglang-no_progress.log", "serving"),
         ("082-sglang-cuda_graph_capture.log", "warm-up"),
         ("084-vllm-illegal_memory_access.log", "serving"),
     ],

@@ -42,6 +42,14 @@ SERVING_FRAMES = re.compile(
     r"|_run_engine|engine_step|run_busy_loop|event_loop_\w+|_process_engine_step"
     r"|start_worker_execution_loop|step_async|\bstep\b"
 )
+# Failure reports only a serving engine writes: SGLang's scheduler watchdog fires only while
+# a batch is running (sglang/srt/managers/scheduler.py, watchdog_thread checks cur_batch);
+# vLLM V1 dumps the failed step's input (vllm/v1/engine/core.py via dump_input.py) and says
+# "EngineCore encountered a fatal error" from its busy loop ("failed to start" at start-up).
+SERVING_FAILURE = re.compile(
+    r"Watchdog timeout \(self\.watchdog_timeout=|Dumping input data for V1 LLM engine"
+    r"|Dumping scheduler output for model execution|EngineCore encountered a fatal error"
+)
 STARTUP_FRAMES = re.compile(
     r"profile_run|_dummy_run|_dummy_sampler_run|determine_\w+|warm_?up\w*|capture\w*"
     r"|load_model|load_weights|init_\w+|__init__|initialize\w*|profile_max_num_token"
@@ -76,6 +84,8 @@ def phase_at(parsed: list[Line], index: int, window: list[Line] | None = None) -
     ended = [line.index for line in before if WARM_UP_DONE.search(line.msg)]
     if began and (not ended or max(ended) < max(began)):
         return "warm-up"
+    if any(SERVING_FAILURE.search(line.msg) for line in window or []):
+        return "serving"
     names = " ".join(func for _, func in frames(window or []))
     if SERVING_FRAMES.search(names) and not STARTUP_FRAMES.search(names):
         return "serving"
