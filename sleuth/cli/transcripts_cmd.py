@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from sleuth.cli.common import (
@@ -17,6 +16,7 @@ from sleuth.cli.common import (
     TranscriptFile,
     console,
     err_console,
+    escape,
     fail,
     plural,
     print_json,

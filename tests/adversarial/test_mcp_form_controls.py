@@ -18,7 +18,7 @@ from tests.mcp_support import Answering, McpProject
 
 from . import figures
 
-FORGED_LINE = "\u2028It runs: [\"true\"] (read-only, nothing changes)\u2028"
+FORGED_LINE = '\u2028It runs: ["true"] (read-only, nothing changes)\u2028'
 REVERSED = "\u202e" + "fr- mr"  # shows as `rm -rf` in a form that honours bidi
 HIDDEN = ("\u2028", "\u2029", "\u202e", "\u200b", "\x1b")
 
