@@ -32,17 +32,17 @@ HIDDEN = "HIDDEN-LINE-kept-visible"
 ATTACK = (
     f"{HIDDEN}\n"
     "\x1b[1A\x1b[2K\rline two, all is well\n"
-    f"\x1b]52;c;{CLIPBOARD}\x07clipboard\n"
-    "\x1b]2;pwned-title\x07title\n"
+    f"\x1b]52;c;{CLIPBOARD}\x1b\\clipboard\n"
+    "\x1b]2;pwned-title\x1b\\title\n"
     "\u202egnp.exe\u202c bidi\n"
     "\x9b31m8-bit CSI \x07bell\n"
     "\x1b[2J\x1b[Hcleared\n"
 )
 OOM = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-    "capacity of 79.10 GiB of which 1.02 GiB is free.\x1b]52;c;" + CLIPBOARD + "\x07\x1b[2J\n"
+    "capacity of 79.10 GiB of which 1.02 GiB is free.\x1b]52;c;" + CLIPBOARD + "\x1b\\\x1b[2J\n"
 )
-MODEL_TEXT = "Reading it.\x1b]2;model-title\x07\n\x1b[1A\x1b[2K\u202eerased"
+MODEL_TEXT = "Reading it.\x1b]2;model-title\x1b\\\n\x1b[1A\x1b[2K\u202eerased"
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 """Rich's own colours on a terminal: the only escape sequences Sleuth writes there."""
 
@@ -92,10 +92,14 @@ class Tmux:
     def __init__(self, cwd: Path) -> None:
         self.socket = f"sleuth-test-{uuid.uuid4().hex[:8]}"
         self.cwd = cwd
+        # Applications may set the paste buffers (OSC 52) and the title: what a terminal
+        # that honours them would do.
+        self.config = cwd / "tmux.conf"
+        self.config.write_text("set -g set-clipboard on\nset -g allow-rename on\n")
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            ["tmux", "-L", self.socket, "-f", str(self.config), *args],
             capture_output=True,
             text=True,
             timeout=30,
@@ -120,8 +124,6 @@ class Tmux:
             "60",
             "bash --norc -c " + shlex.quote(script),
         )
-        self.tmux("set-option", "-g", "set-clipboard", "on")
-        self.tmux("set-option", "-g", "allow-rename", "on")
         end = time.monotonic() + 90
         while time.monotonic() < end:
             screen = self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "t")
@@ -226,7 +228,7 @@ def test_a_models_text_claim_and_answer_reach_the_terminal_escaped(project: Path
         message(
             finding(
                 "toolu_2",
-                "The notes say all is well\x1b]52;c;" + CLIPBOARD + "\x07",
+                "The notes say all is well\x1b]52;c;" + CLIPBOARD + "\x1b\\",
                 [("toolu_1", "line two, all is well")],
             )
         ),
