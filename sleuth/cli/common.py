@@ -120,8 +120,10 @@ def telemetry(endpoint: str | None, content: bool, send_each_session: bool = Fal
         return nullcontext(None)
     require_otel()
     from sleuth.telemetry.live import LiveExport
+    from sleuth.tools.registry import all_tools
 
-    return LiveExport(where, warn, send_each_session=send_each_session)
+    tools = frozenset(all_tools())
+    return LiveExport(where, warn, send_each_session=send_each_session, tools=tools)
 
 
 OTEL_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "google.protobuf")
