@@ -111,8 +111,9 @@ def _print_report(report: VerifyReport) -> None:
         )
     for signer in report.signers:
         who = ", ".join(signer.principals) or "(signer not checked)"
+        key = escape(f"{signer.key_type} {signer.fingerprint}")
         console.print(
-            f"signed by {escape(who)}: {signer.key_type} {signer.fingerprint}, events 0-"
+            f"signed by {escape(who)}: {key}, events 0-"
             f"{signer.covers - 1} ({escape(signer.where)})",
             highlight=False,
         )

@@ -247,3 +247,23 @@ def test_a_models_text_claim_and_answer_reach_the_terminal_escaped(project: Path
     assert "all is well" in asked.stdout, asked.stdout + asked.stderr
     assert tally(raw_controls(asked.stdout + asked.stderr)) == []
     assert "\\x1b]52;c;" in asked.stdout
+
+
+def test_markup_is_escaped_only_by_the_helpers_that_also_escape_controls() -> None:
+    """rich's `escape` leaves escape sequences in: a module that used it for host or model text
+    would pass them to the terminal. Only the three helpers that add `shown` import it."""
+    import sleuth
+
+    package = Path(sleuth.__file__).parent
+    users = {
+        str(path.relative_to(package.parent))
+        for path in package.rglob("*.py")
+        if "from rich.markup import escape" in path.read_text()
+    }
+    assert users == {
+        "sleuth/cli/common.py",
+        "sleuth/agent/view.py",
+        "sleuth/transcripts/render/text.py",
+    }
+    for helper in users:
+        assert "escape_markup(shown(" in (package.parent / helper).read_text(), helper
