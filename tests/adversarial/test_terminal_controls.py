@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,10 +107,11 @@ class Tmux:
         )
         return done.stdout
 
-    def run(self, *args: str) -> str:
+    def run(self, *args: str, **extra: str) -> str:
         """Run `sleuth ARGS` in a 200x60 window; the screen when it is done."""
         command = shlex.join([sys.executable, "-m", "sleuth.cli", *args])
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env().items() if k.isidentifier())
+        variables = env(**extra).items()
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables if k.isidentifier())
         script = (
             f"export {exports}; cd {shlex.quote(str(self.cwd))}; {command}; echo __DONE__; sleep 60"
         )
@@ -180,6 +182,24 @@ def test_sleuth_show_on_a_terminal_shows_the_recorded_escapes_escaped(
     screen = terminal.run("show", transcript)
     assert_nothing_acted(terminal, screen)
     assert "\\x1b]52;c;" in screen
+
+
+def test_a_file_on_an_ssh_host_reaches_the_terminal_and_a_pipe_escaped(
+    project: Path, terminal: Tmux, sshd: Any
+) -> None:
+    """The same file read over the test sshd: what the host sends is shown the same way."""
+    toml = project / "sleuth.toml"
+    toml.write_text(
+        toml.read_text() + f'\n[hosts.remote]\nssh = "{sshd.alias}"\nroots = ["{project}"]\n'
+    )
+    home = str(sshd.home)
+    piped = sleuth(project, "tool", "read_lines", "--host", "remote", "path=notes.txt", HOME=home)
+    assert piped.returncode == 0, piped.stderr
+    assert tally(raw_controls(piped.stdout)) == []
+    assert "\\x1b]52;c;" + CLIPBOARD in piped.stdout and HIDDEN in piped.stdout
+    screen = terminal.run("tool", "read_lines", "--host", "remote", "path=notes.txt", HOME=home)
+    assert "read_lines on remote" in screen, screen
+    assert_nothing_acted(terminal, screen)
 
 
 def test_piped_output_carries_no_control_character_and_json_keeps_every_one(
