@@ -153,9 +153,10 @@ def terminal(project: Path):  # type: ignore[no-untyped-def]
     screen.close()
 
 
-def assert_nothing_acted(terminal: Tmux, screen: str) -> None:
+def assert_nothing_acted(terminal: Tmux, screen: str, visible: str = HIDDEN) -> None:
+    """`visible`: a line printed before the attack, which hiding or clearing would take away."""
     acted = []
-    if HIDDEN not in screen:
+    if visible not in screen:
         acted.append("a line was hidden or the screen cleared")
     if "title" in terminal.title():
         acted.append(f"window title set to {terminal.title()!r}")
@@ -242,8 +243,8 @@ def test_diagnose_shows_a_logs_escapes_escaped(project: Path) -> None:
     assert tally(raw_controls(from_stdin.stdout)) == []
 
 
-def test_a_models_text_claim_and_answer_reach_the_terminal_escaped(project: Path) -> None:
-    script = [
+def model_script() -> list[Any]:
+    return [
         message(text(MODEL_TEXT), tool_use("toolu_1", "read_lines", path="notes.txt")),
         message(
             finding(
@@ -254,7 +255,28 @@ def test_a_models_text_claim_and_answer_reach_the_terminal_escaped(project: Path
         ),
         message(text("Answer:\x1b[2J\x1b[H all is well \u202eevil")),
     ]
-    with ScriptedAPI(script) as api:
+
+
+def test_a_models_text_claim_and_answer_reach_the_terminal_escaped(
+    project: Path, terminal: Tmux
+) -> None:
+    key = "sk-ant-test-key-0123456789abcdefghij"
+    with ScriptedAPI(model_script()) as api:
+        screen = terminal.run(
+            "ask",
+            "Are the notes fine?",
+            "--model",
+            "claude-test",
+            ANTHROPIC_BASE_URL=api.url,
+            ANTHROPIC_API_KEY=key,
+        )
+    assert "all is well" in screen, screen
+    assert_nothing_acted(terminal, screen, visible="Findings")
+    assert "\\x1b[2J\\x1b[H all is well \\u202eevil" in screen
+
+
+def test_a_models_text_claim_and_answer_reach_a_pipe_escaped(project: Path) -> None:
+    with ScriptedAPI(model_script()) as api:
         asked = sleuth(
             project,
             "ask",
