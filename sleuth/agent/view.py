@@ -19,14 +19,20 @@ from types import TracebackType
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.table import Table
 from rich.text import Text
 
 from sleuth.agent.protocols import BrainReply
+from sleuth.transcripts.controls import shown
 from sleuth.transcripts.events import Finding, Retry, Usage
 
 SHOWN_CALLS = 12
+
+
+def escape(text: str) -> str:
+    """Model or host text inside markup: its markup and control characters escaped."""
+    return escape_markup(shown(text))
 
 
 @dataclass
@@ -136,7 +142,7 @@ class LiveView:
             mark = {None: "[cyan]…[/]", True: "[green]✓[/]", False: "[red]✗[/]"}[c.ok]
             took = c.duration_s if c.ok is not None else now - c.started
             table.add_row(mark, escape(c.host), escape(c.tool), escape(c.summary), f"{took:.2f}s")
-        return Group(*(Text(n, style="dim") for n in notes), table, status)
+        return Group(*(Text(shown(n), style="dim") for n in notes), table, status)
 
 
 def findings_table(findings: list[Finding], piped: bool = False) -> Table:

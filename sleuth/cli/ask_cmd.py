@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from sleuth.agent.brains.openai import OpenAIBrain
 from sleuth.agent.brains.select import describe_brain, select_brain
@@ -29,6 +28,7 @@ from sleuth.cli.common import (
     Tracing,
     approver,
     console,
+    escape,
     fail,
     plural,
     print_json,
@@ -41,6 +41,7 @@ from sleuth.cli.shared_options import EVERY_OPTION, SharedOptions, shared_option
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.outputs import AskOutput
 from sleuth.tools.context import ToolContext
+from sleuth.transcripts.controls import shown
 from sleuth.transcripts.seal import Seal
 
 EXIT_FOR_STATUS = {
@@ -257,7 +258,7 @@ def show(result: RunResult, brain: str, as_json: bool, cost_tracked: bool = True
     if result.answer:
         if not supported:
             console.print(f"[bold yellow]The model's answer, {UNSUPPORTED_NOTE}:[/]")
-        console.print(result.answer, markup=False, highlight=False)
+        console.print(shown(result.answer), markup=False, highlight=False)
     t = result.totals
     cost = f"${t.cost_usd:.4f}" if cost_tracked else "cost not tracked"
     console.print(

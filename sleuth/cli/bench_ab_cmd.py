@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 
 from sleuth.cli import bench_args as opt
 from sleuth.cli.bench_args import audited, headers
 from sleuth.cli.bench_tables import ab_table
-from sleuth.cli.common import EXIT_USAGE, HostName, approver, console, fail, print_json
+from sleuth.cli.common import EXIT_USAGE, HostName, approver, console, escape, fail, print_json
 from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL
 from sleuth.outputs import BenchABOutput

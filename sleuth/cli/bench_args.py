@@ -12,10 +12,9 @@ from typing import Any, TypeVar
 
 import typer
 from pydantic import ValidationError
-from rich.markup import escape
 
 from sleuth.agent.session import CLI_CALL_ID, new_session_id, run_cli_call
-from sleuth.cli.common import EXIT_ERROR, EXIT_USAGE, NO_TRACING, Tracing, err_console, fail
+from sleuth.cli.common import EXIT_ERROR, EXIT_USAGE, NO_TRACING, Tracing, err_console, escape, fail
 from sleuth.cli.sealing import say_warnings
 from sleuth.config import LOCAL
 from sleuth.errors import HostError, ToolError

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from typer.core import TyperGroup
 
 from sleuth.cli import bench_args as opt
@@ -21,6 +20,7 @@ from sleuth.cli.common import (
     HostName,
     Tracing,
     console,
+    escape,
     fail,
     print_json,
 )

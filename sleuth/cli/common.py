@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shlex
 import shutil
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeAlias
 import typer
 from pydantic import BaseModel
 from rich.console import Console, RenderableType
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.prompt import Confirm
 from rich.rule import Rule
 from rich.text import Text
@@ -25,6 +24,7 @@ from rich.text import Text
 from sleuth.config import ConfigError, Settings, load_settings
 from sleuth.hosts.groups import Selection, select_hosts
 from sleuth.tools.approval import ApprovalRequest, Approver, approver_for
+from sleuth.transcripts.controls import printable_json, shown, shown_json
 
 if TYPE_CHECKING:
     from sleuth.telemetry.live import LiveExport
@@ -86,6 +86,14 @@ TranscriptFile = Annotated[
 ]
 
 
+def escape(text: str) -> str:
+    """Text from a host, a model or a file, for console markup: shown as it is written, its
+    markup escaped and every character that could act on a terminal written as an escape
+    (`transcripts.controls`), on a terminal and in a pipe alike, since a file a pipe wrote is
+    later shown on a terminal. Every command shows such text through here or `say`."""
+    return escape_markup(shown(text))
+
+
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
@@ -112,8 +120,10 @@ def telemetry(endpoint: str | None, content: bool, send_each_session: bool = Fal
         return nullcontext(None)
     require_otel()
     from sleuth.telemetry.live import LiveExport
+    from sleuth.tools.registry import all_tools
 
-    return LiveExport(where, warn, send_each_session=send_each_session)
+    tools = frozenset(all_tools())
+    return LiveExport(where, warn, send_each_session=send_each_session, tools=tools)
 
 
 OTEL_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http", "google.protobuf")
@@ -138,7 +148,7 @@ def require_otel() -> None:
 
 def say(text: str) -> None:
     """A line for the person, on stderr and as written (no markup): stdout keeps the output."""
-    err_console.print(text, markup=False, highlight=False)
+    err_console.print(shown(text), markup=False, highlight=False)
 
 
 def warn(text: str) -> None:
@@ -170,7 +180,7 @@ def select_or_exit(
 
 def print_json(value: BaseModel | dict[str, Any] | list[Any]) -> None:
     data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(printable_json(data, indent=2) + "\n")
 
 
 Pause = Callable[[], AbstractContextManager[object]]
@@ -202,20 +212,20 @@ def describe_request(request: ApprovalRequest) -> Text:
     hide part of it. Environment values are not shown (the input carries them hidden)."""
     text = Text.assemble(
         ("approval needed: ", "bold yellow"),
-        (request.tool, "bold"),
+        (shown(request.tool), "bold"),
         " on host ",
-        (request.host, "bold"),
+        (shown(request.host), "bold"),
     )
     if request.argv is not None:
         text.append("\n  runs: ")
-        text.append(json.dumps(request.argv))
+        text.append(shown_json(request.argv))
     if request.env:
         text.append("\n  sets environment (values not shown): ")
-        text.append(json.dumps(request.env))
+        text.append(shown_json(request.env))
     unset: tuple[object, ...] = (None, [], {}, "")
-    shown = {k: v for k, v in request.input.items() if k != "host" and v not in unset}
+    given = {k: v for k, v in request.input.items() if k != "host" and v not in unset}
     text.append("\n  input: ")
-    text.append(json.dumps(shown, sort_keys=True))
+    text.append(shown_json(given, sort_keys=True))
     return text
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from sleuth.agent.loop import RunResult
 from sleuth.agent.playbook.brain import PlaybookBrain
@@ -20,6 +19,7 @@ from sleuth.cli.common import (
     EXIT_ERROR,
     EXIT_USAGE,
     console,
+    escape,
     fail,
     heading,
     invocation,

@@ -6,9 +6,8 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from sleuth.cli.common import EXIT_BUDGET, EXIT_USAGE, console, fail, print_json
+from sleuth.cli.common import EXIT_BUDGET, EXIT_USAGE, console, escape, fail, print_json
 from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.outputs import DiagnoseOutput
 from sleuth.tools.serving.diagnose import diagnose, render

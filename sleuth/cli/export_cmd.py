@@ -20,6 +20,7 @@ from sleuth.cli.common import (
     warn,
 )
 from sleuth.cli.shared_options import SharedOptions, shared_options
+from sleuth.tools.registry import all_tools
 
 export_app = typer.Typer(
     add_completion=False,
@@ -87,7 +88,8 @@ def otel(
             EXIT_USAGE,
         )
     try:
-        spans, metrics = recorded.convert_files(transcripts, opts.otel_content)
+        tools = frozenset(all_tools())
+        spans, metrics = recorded.convert_files(transcripts, opts.otel_content, tools)
         if out is not None:
             recorded.write_otlp_json(out, spans, metrics)
         elif where is not None and not recorded.send(where, spans, metrics, warn):

@@ -30,6 +30,7 @@ from sleuth.mcp.transport import (
     serve_stdio,
 )
 from sleuth.tools.context import ToolContext
+from sleuth.transcripts.controls import shown
 from sleuth.transcripts.seal import Seal
 
 
@@ -139,7 +140,7 @@ def _context(
 
 
 def _say(text: str) -> None:
-    err_console.print(f"sleuth mcp: {text}", highlight=False, markup=False, soft_wrap=True)
+    err_console.print(f"sleuth mcp: {shown(text)}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _announce(transcripts: Path) -> Callable[[str], None]:

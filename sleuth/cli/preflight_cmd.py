@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.markup import escape
 
-from sleuth.cli.common import EXIT_ERROR, EXIT_USAGE, HostName, console, fail, print_json
+from sleuth.cli.common import EXIT_ERROR, EXIT_USAGE, HostName, console, escape, fail, print_json
 from sleuth.cli.host_context import person_call
 from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL

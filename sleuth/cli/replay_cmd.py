@@ -7,7 +7,6 @@ from contextlib import nullcontext
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from sleuth.agent.protocols import BrainError
@@ -39,6 +38,7 @@ from sleuth.cli.common import (
     TranscriptFile,
     approver,
     console,
+    escape,
     fail,
     plural,
     print_json,
@@ -49,6 +49,7 @@ from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL, Settings
 from sleuth.outputs import ReplayOutput
 from sleuth.tools.context import ToolContext
+from sleuth.transcripts.controls import shown
 from sleuth.transcripts.store import TranscriptError
 
 
@@ -107,7 +108,7 @@ def _print_replay(result: ReplayResult) -> None:
     name = escape(result.transcript)
     if result.divergence is not None:
         console.print(f"[bold red]DIVERGED[/] {name}", highlight=False)
-        console.print(result.divergence.describe(), markup=False, highlight=False)
+        console.print(shown(result.divergence.describe()), markup=False, highlight=False)
     for drift in result.prompt_drift:
         console.print(
             f"[yellow]note:[/] the {drift.part} changed since this was recorded: a model would "
@@ -130,16 +131,18 @@ def _print_drift(result: ReplayResult) -> None:
     for call in result.calls:
         table.add_row(
             str(call.step),
-            call.call_id,
-            call.tool,
-            call.host,
+            escape(call.call_id),
+            escape(call.tool),
+            escape(call.host),
             "same" if call.same else "[red]DIFFERS[/]",
         )
     console.print(table)
     for call in result.calls:
         if not call.same:
-            console.print(f"[bold]{call.call_id}[/] ({call.tool} on {call.host}):")
-            console.print(call.diff, markup=False, highlight=False)
+            console.print(
+                f"[bold]{escape(call.call_id)}[/] ({escape(f'{call.tool} on {call.host}')}):"
+            )
+            console.print(shown(call.diff), markup=False, highlight=False)
     for drift in result.finding_drift:
         if not drift.was_grounded:
             verdict = "[yellow]was ungrounded when recorded[/]"
@@ -150,8 +153,10 @@ def _print_drift(result: ReplayResult) -> None:
             if not check.grounded:
                 what = f"lines {check.lines}" if check.lines else f"quote {check.quote!r}"
                 console.print(
-                    f"  {what} of {check.call_id} no longer grounds it ({check.failure}): "
-                    f"{check.why}",
+                    shown(
+                        f"  {what} of {check.call_id} no longer grounds it ({check.failure}): "
+                        f"{check.why}"
+                    ),
                     markup=False,
                 )
     if result.drifted:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from sleuth.agent.calls import execute
@@ -15,6 +14,7 @@ from sleuth.cli.common import (
     HostName,
     console,
     err_console,
+    escape,
     fail,
     print_json,
 )
@@ -52,9 +52,8 @@ def servers(host: HostName = LOCAL, *, opts: SharedOptions) -> None:
     for s in found:
         state = "alive" if s["alive"] else "stopped" if s["stopped"] else "exited"
         stop = s["stop_command"] if s["alive"] else ""
-        table.add_row(
-            s["server_id"], s["engine"], str(s["port"]), state, f"{s['uptime_s']:.0f}", stop
-        )
+        cells = (s["server_id"], s["engine"], str(s["port"]), state, f"{s['uptime_s']:.0f}", stop)
+        table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
     if older:
         console.print(escape(older_not_shown(older)), highlight=False, soft_wrap=True)

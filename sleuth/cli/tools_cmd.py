@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.markup import escape
 from rich.table import Table
 
 from sleuth.cli.common import (
@@ -21,6 +20,7 @@ from sleuth.cli.common import (
     HostSpecs,
     console,
     err_console,
+    escape,
     fail,
     plural,
     print_json,

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from sleuth.cli.common import (
@@ -17,6 +16,7 @@ from sleuth.cli.common import (
     TranscriptFile,
     console,
     err_console,
+    escape,
     fail,
     plural,
     print_json,
@@ -111,8 +111,9 @@ def _print_report(report: VerifyReport) -> None:
         )
     for signer in report.signers:
         who = ", ".join(signer.principals) or "(signer not checked)"
+        key = escape(f"{signer.key_type} {signer.fingerprint}")
         console.print(
-            f"signed by {escape(who)}: {signer.key_type} {signer.fingerprint}, events 0-"
+            f"signed by {escape(who)}: {key}, events 0-"
             f"{signer.covers - 1} ({escape(signer.where)})",
             highlight=False,
         )

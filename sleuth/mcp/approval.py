@@ -11,7 +11,6 @@ asked gets the host's rules, and a refusal that names the rule to write.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio.from_thread
@@ -31,6 +30,7 @@ from sleuth.tools.approval import (
     rule_approval,
 )
 from sleuth.tools.registry import all_tools
+from sleuth.transcripts.controls import shown_json
 from sleuth.transcripts.redact import redact
 
 BY = "elicitation"
@@ -55,15 +55,19 @@ SCHEMA: dict[str, Any] = {
 
 
 def message(request: ApprovalRequest) -> str:
-    shown = json.dumps(request.input, indent=2, ensure_ascii=False)
-    lines = [f"Sleuth: {request.tool} changes host {request.host!r}. Run it with these inputs?"]
+    """The question, every part of the call as JSON escaped as the terminal prompt escapes it:
+    a line separator or a bidi override in an argument cannot restyle or reorder the form."""
+    lines = [
+        f"Sleuth: {shown_json(request.tool)} changes host {shown_json(request.host)}. "
+        "Run it with these inputs?"
+    ]
     if request.argv is not None:
-        lines.append(f"It runs: {json.dumps(request.argv)}")
+        lines.append(f"It runs: {shown_json(request.argv)}")
     if request.env:
         lines.append(
-            f"It sets the environment variables (values not shown): {', '.join(request.env)}"
+            f"It sets the environment variables (values not shown): {shown_json(request.env)}"
         )
-    return redact("\n".join([*lines, shown]))
+    return redact("\n".join([*lines, shown_json(request.input, indent=2)]))
 
 
 def decision(result: types.ElicitResult) -> ApprovalDecision:

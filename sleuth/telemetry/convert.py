@@ -14,7 +14,9 @@ span (`tools/call NAME`, SERVER kind, in an MCP session), timed by the transcrip
 when its event was recorded and starts its recorded latency or duration before. Approvals,
 findings, errors and budget notices become span events. Content (the question, the model's
 output, tool arguments and output) is exported only when asked for, and it is the transcript's
-text: redacted before it was written.
+text: redacted before it was written. So are the names a model chose that are not Sleuth's
+own (a tool no one registered, a host no one configured: `names.py`): without content a call
+to one is `execute_tool` with `sleuth.tool.registered` or `sleuth.host.configured` false.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from sleuth.telemetry.conventions import (
     REMOTE_BRAINS,
 )
 from sleuth.telemetry.metrics import COST, DURATION, TOKEN_USAGE, Attributes, Point, metrics_data
+from sleuth.telemetry.names import Names
 from sleuth.telemetry.sdk import PlannedIds
 from sleuth.transcripts.events import (
     ApprovalEvent,
@@ -86,6 +89,7 @@ class Segment:
     start: SessionStarted
     span: Span
     started_ns: int
+    names: Names
     approvals: dict[str, ApprovalEvent] = field(default_factory=dict)
     points: list[Point] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -115,8 +119,11 @@ class Converter:
         path: str,
         content: bool = False,
         parent_of: ParentOf | None = None,
+        tools: frozenset[str] = frozenset(),
     ) -> None:
+        """`tools`: the registered tools' names, which leave without content."""
         self.tracer, self.planned, self.path, self.content = tracer, planned, path, content
+        self.tools = tools
         self.resource, self.scope, self.parent_of = resource, scope, parent_of
         self.session_id = ""
         self.trace = 0
@@ -192,7 +199,7 @@ class Converter:
             when,
             self._segment_attributes(start),
         )
-        self.segment = Segment(start, span, when)
+        self.segment = Segment(start, span, when, Names.of(start, self.tools))
         self.first = self.first or span.get_span_context()
 
     def _segment_attributes(self, start: SessionStarted) -> Attributes:
@@ -287,10 +294,10 @@ class Converter:
         key = call.call_id if call.call_id not in self.seen_calls else f"{call.call_id}/{call.seq}"
         self.seen_calls.add(call.call_id)
         remote = self.parent_of(self.session_id, call.call_id) if self.parent_of else None
-        metric: Attributes = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.tool,
-        }
+        tool = call.tool if self.content or call.tool in seg.names.tools else ""
+        metric: Attributes = {"gen_ai.operation.name": "execute_tool"}
+        if tool:
+            metric["gen_ai.tool.name"] = tool
         if seg.provider:
             metric["gen_ai.provider.name"] = seg.provider
         attrs: Attributes = {
@@ -302,8 +309,12 @@ class Converter:
             "sleuth.bytes_cut": result.bytes_cut,
             "sleuth.commands": len(result.argv),
         }
-        if call.host:
+        if not tool:
+            attrs["sleuth.tool.registered"] = False
+        if call.host and (self.content or call.host in seg.names.hosts):
             attrs["sleuth.host"] = call.host
+        elif call.host:
+            attrs["sleuth.host.configured"] = False
         if mcp:
             attrs["mcp.method.name"] = "tools/call"
         if result.exit_code is not None:
@@ -316,7 +327,7 @@ class Converter:
             attrs["gen_ai.tool.call.result"] = result.output
             attrs["sleuth.argv"] = as_json(result.argv)
         span = self._start(
-            f"tools/call {call.tool}" if mcp else f"execute_tool {call.tool}",
+            f"{'tools/call' if mcp else 'execute_tool'} {tool}".strip(),
             ids.span_id(self.session_id, "call", key),
             remote or seg.context,
             SpanKind.SERVER if mcp else SpanKind.INTERNAL,

@@ -34,12 +34,15 @@ class LiveExport:
         warn: Callable[[str], None],
         sender: Sender | None = None,
         send_each_session: bool = False,
+        tools: frozenset[str] = frozenset(),
     ) -> None:
         """Nothing starts until the block is entered; `sender` replaces the OTLP one (tests).
         `send_each_session`: send a session's spans as soon as it ends, before anything else
         runs (a server whose process a signal may end at any time, `sleuth mcp`); otherwise
-        they go in the background, and leaving the block sends the rest."""
+        they go in the background, and leaving the block sends the rest. `tools`: the
+        registered tools' names, the only ones that leave without content."""
         self.destination = destination
+        self._tools = tools
         self._send_each_session = send_each_session
         self._warn = warn
         self._given = sender
@@ -103,6 +106,7 @@ class LiveExport:
                         str(path.resolve()),
                         self.destination.content,
                         self._parent_of,
+                        self._tools,
                     )
             ended = converter.feed(event)
             if self._sender is not None:

@@ -34,9 +34,10 @@ class ExportError(Exception):
 
 
 def convert_files(
-    paths: Sequence[Path], content: bool = False
+    paths: Sequence[Path], content: bool = False, tools: frozenset[str] = frozenset()
 ) -> tuple[list[ReadableSpan], list[MetricsData]]:
-    """Every transcript's spans (in the order they ended) and its segments' metrics."""
+    """Every transcript's spans (in the order they ended) and its segments' metrics; `tools`:
+    the registered tools' names, the only ones that leave without content."""
     collected = InMemorySpanExporter()
     planned, res, sc = PlannedIds(), resource(), scope()
     trc, _ = tracer(SimpleSpanProcessor(collected), planned, res)
@@ -48,7 +49,9 @@ def convert_files(
             raise ExportError(str(exc)) from exc
         if loaded is None:
             raise ExportError(f"{path}: {not_verified(report)}")
-        converter = Converter(trc, planned, res, sc, str(Path(path).resolve()), content)
+        converter = Converter(
+            trc, planned, res, sc, str(Path(path).resolve()), content, tools=tools
+        )
         metrics += [converter.feed(event) for event in loaded.events]
         metrics.append(converter.finish())
     return list(collected.get_finished_spans()), [m for m in metrics if m is not None]

@@ -96,6 +96,26 @@ FIGURES: dict[str, dict[str, str]] = {
         "what": "sleuth mcp --http requests served without the token, or for a foreign Host/Origin",
         "expect": "0",
     },
+    "terminal_control_surfaces": {
+        "what": "surfaces fed host or model text with terminal control characters",
+        "expect": ">= 10",
+    },
+    "terminal_raw_controls": {
+        "what": "control, bidi or separator characters that reached a terminal or file raw",
+        "expect": "0",
+    },
+    "mcp_form_raw_controls": {
+        "what": "line separators, bidi overrides or escapes raw in the MCP approval form",
+        "expect": "0",
+    },
+    "report_forged_structure": {
+        "what": "report structure (calls, approvals, findings, marks) forged by model text",
+        "expect": "0",
+    },
+    "otel_unregistered_names": {
+        "what": "model-chosen tool or host names exported without --otel-content",
+        "expect": "0",
+    },
 }
 
 _lock = threading.Lock()

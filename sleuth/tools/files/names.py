@@ -8,7 +8,9 @@ and `ls --quoting-style=shell-escape` shows it; every other name is printed as i
 
 from __future__ import annotations
 
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "'": "\\'"}
+from sleuth.transcripts.controls import escaped_char
+
+_QUOTED = {"\\": "\\\\", "'": "\\'"}
 
 
 def _needs_quotes(name: str) -> bool:
@@ -16,18 +18,9 @@ def _needs_quotes(name: str) -> bool:
 
 
 def _escaped(c: str) -> str:
-    if c in _ESCAPES:
-        return _ESCAPES[c]
-    if c.isprintable():
-        return c
-    code = ord(c)
-    return (
-        f"\\x{code:02x}"
-        if code < 0x100
-        else f"\\u{code:04x}"
-        if code < 0x10000
-        else f"\\U{code:08x}"
-    )
+    if c in _QUOTED:
+        return _QUOTED[c]
+    return c if c.isprintable() else escaped_char(c)
 
 
 def shown_name(name: str) -> str:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sleuth.transcripts.controls import printable_json, shown
 from sleuth.transcripts.events import Event, Evidence, Finding, ToolExecuted
 from sleuth.transcripts.render import phrases
 from sleuth.transcripts.render.fleet import COLUMNS, fleet_of, fleet_rows, hosts_note, summary
@@ -42,7 +42,9 @@ text-align:left}table.fleet td pre{margin:0;padding:0;background:none}
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text))
+    """Text as HTML, tags and entities escaped, and every character that could reorder or hide
+    what a page shows (a bidi override, a separator, a control) shown as its escape."""
+    return html.escape(shown(str(text)))
 
 
 def _html_fleet(story: Story, call: ToolExecuted) -> str | None:
@@ -88,7 +90,7 @@ class _Html:
             + (f" on <code>{_e(call.host)}</code>" if call.host else "")
             + f' · <span class="{cls}">{status}</span> · {result.duration_s:.2f} s{cut}'
             f" · call <code>{_e(call.call_id)}</code></div>",
-            f"<pre>{_e(json.dumps(call.input, ensure_ascii=False))}</pre>",
+            f"<pre>{_e(printable_json(call.input))}</pre>",
         ]
         if call.result.argv:
             parts.append(f"<pre>$ {_e(chr(10).join(phrases.command_lines(call)))}</pre>")

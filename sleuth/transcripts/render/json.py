@@ -1,10 +1,12 @@
-"""The events exactly as stored, with the verification verdict, for programs."""
+"""The events exactly as stored, with the verification verdict, for programs: JSON whose
+unprintable characters are written as JSON escapes, the same value to a parser and nothing
+that acts on a terminal that shows it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
+from sleuth.transcripts.controls import printable_json
 from sleuth.transcripts.events import Event
 
 
@@ -15,4 +17,4 @@ def render_json(events: Sequence[Event], banner: str | None = None) -> str:
         "banner": banner,
         "events": [event.model_dump(mode="json") for event in events],
     }
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return printable_json(data, indent=2) + "\n"

@@ -1,19 +1,21 @@
-"""The story for a terminal (rich panels and rules), and the same as plain text."""
+"""The story for a terminal (rich panels and rules), and the same as plain text. What a model,
+a host or a file wrote is shown with its control characters escaped (`transcripts.controls`)
+and, inside markup, its markup escaped (`_m`)."""
 
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import Console, Group, RenderableType
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.panel import Panel
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from sleuth.transcripts.controls import printable_json, shown
 from sleuth.transcripts.events import Event, Finding, ToolExecuted
 from sleuth.transcripts.render import phrases
 from sleuth.transcripts.render.fleet import COLUMNS, fleet_of, fleet_rows, hosts_note, summary
@@ -22,6 +24,10 @@ from sleuth.transcripts.render.story import Story, build_story
 
 TEXT_HEAD_LINES = 12
 """How much of a folded output the terminal form still shows."""
+
+
+def _m(text: str) -> str:
+    return escape_markup(shown(text))
 
 
 def _fold_text(output: str) -> str:
@@ -39,65 +45,64 @@ class _Rich:
     story: Story
 
     def turn(self, number: int, text: str) -> RenderableType:
-        return Group(Rule(f"Turn {number}", align="left"), Text(text or "(tool calls only)"))
+        return Group(Rule(f"Turn {number}", align="left"), Text(shown(text) or "(tool calls only)"))
 
     def call(self, call: ToolExecuted) -> RenderableType:
         colour = "green" if call.result.ok and call.result.exit_code in (None, 0) else "red"
         cut = f" · {call.result.bytes_cut} bytes cut" if call.result.bytes_cut else ""
-        where = f" on [cyan]{escape(call.host)}[/]" if call.host else ""
+        where = f" on [cyan]{_m(call.host)}[/]" if call.host else ""
         title = (
-            f"[bold]{escape(call.tool)}[/]{where} · "
-            f"[{colour}]{escape(phrases.call_status(call))}[/] · "
+            f"[bold]{_m(call.tool)}[/]{where} · "
+            f"[{colour}]{_m(phrases.call_status(call))}[/] · "
             f"{call.result.duration_s:.2f} s{cut}"
         )
-        body: list[RenderableType] = [Text(json.dumps(call.input, ensure_ascii=False), style="dim")]
+        body: list[RenderableType] = [Text(printable_json(call.input), style="dim")]
         body += [Text("$ " + line, style="yellow") for line in phrases.command_lines(call)]
         fleet = fleet_of(call)
         if fleet is not None:
             table = Table(*COLUMNS, show_lines=True)
             for row in fleet_rows(fleet):
-                table.add_row(*row.cells())
+                table.add_row(*(_m(cell) for cell in row.cells()))
             parts = len(self.story.parts.get(call.call_id, []))
             body += [table, Text(summary(fleet, parts), "dim")]
         else:
-            body.append(Text(_fold_text(call.result.output or "(no output)")))
-        return Panel(Group(*body), title=title, subtitle=escape(call.call_id), title_align="left")
+            body.append(Text(shown(_fold_text(call.result.output or "(no output)"))))
+        return Panel(Group(*body), title=title, subtitle=_m(call.call_id), title_align="left")
 
     def finding(self, f: Finding) -> RenderableType:
         colour = "green" if f.grounded else "yellow"
         lines: list[RenderableType] = [
             Text.from_markup(
-                f"[bold]{escape(f.verdict)}[/] · confidence {f.confidence:.2f} · "
-                f"[{colour}]{escape(phrases.grounded_mark(f.grounded))}[/]"
+                f"[bold]{_m(f.verdict)}[/] · confidence {f.confidence:.2f} · "
+                f"[{colour}]{_m(phrases.grounded_mark(f.grounded))}[/]"
             )
         ]
         for ev in f.evidence:
             lines.append(
                 Text.from_markup(
-                    f"→ call [cyan]{escape(self.story.call_label(ev.call_id))}[/] "
-                    f"{escape(hosts_note(ev))}({escape(phrases.evidence_head(ev))}): "
+                    f"→ call [cyan]{_m(self.story.call_label(ev.call_id))}[/] "
+                    f"{_m(hosts_note(ev))}({_m(phrases.evidence_head(ev))}): "
                 )
-                + Text(ev.shown, style="italic")
+                + Text(shown(ev.shown), style="italic")
             )
             note = phrases.evidence_note(ev)
             if note:
-                lines.append(Text("  " + note, style="dim"))
-        lines += [Text(f"next: {step}", style="dim") for step in f.next_steps]
-        return Panel(
-            Group(*lines), title=Text(f"Finding: {f.claim}", style="bold"), border_style="blue"
-        )
+                lines.append(Text("  " + shown(note), style="dim"))
+        lines += [Text(f"next: {shown(step)}", style="dim") for step in f.next_steps]
+        title = Text(f"Finding: {shown(f.claim, keep='')}", style="bold")
+        return Panel(Group(*lines), title=title, border_style="blue")
 
     def approval(self, tool: str, host: str, outcome: str) -> RenderableType:
-        return Text(f"approval: {tool} on {host} {outcome}", "dim")
+        return Text(shown(f"approval: {tool} on {host} {outcome}"), "dim")
 
     def error(self, where: str, message: str) -> RenderableType:
-        return Text(f"error ({where}): {message}", style="red")
+        return Text(shown(f"error ({where}): {message}"), style="red")
 
     def budget(self, reason: str) -> RenderableType:
-        return Text(f"budget spent: {reason}; the next turn was the last", style="yellow")
+        return Text(shown(f"budget spent: {reason}; the next turn was the last"), style="yellow")
 
     def segment(self, line: str) -> RenderableType:
-        return Rule(line, align="left", style="yellow")
+        return Rule(_m(line), align="left", style="yellow")
 
 
 _VERDICT_COLOUR = {"yes": "green", "no": "red", "partial": "yellow", "unknown": "white"}
@@ -110,20 +115,21 @@ def render_rich(events: Sequence[Event], banner: str | None = None) -> Renderabl
         parts.append(Text(banner, style="bold white on red"))
     if story.started is not None:
         s = story.started
-        parts.append(Panel(Text(s.question, style="bold"), title="Question", title_align="left"))
-        parts.append(Text(phrases.session_line(s), "dim"))
+        question = Text(shown(s.question), style="bold")
+        parts.append(Panel(question, title="Question", title_align="left"))
+        parts.append(Text(shown(phrases.session_line(s)), "dim"))
     parts.append(Rule("Verdicts", align="left"))
     for f in story.findings():
         colour = _VERDICT_COLOUR.get(f.verdict, "white")
         parts.append(
             Text.from_markup(f"[bold {colour}]{f.verdict.upper():>7}[/] ")
-            + Text(f"{f.claim} ({phrases.grounded_mark(f.grounded)})")
+            + Text(f"{shown(f.claim, keep='')} ({phrases.grounded_mark(f.grounded)})")
         )
     if not story.findings():
         parts.append(Text("No findings were reported."))
-    parts += [Rule("Summary", align="left"), Text(story.totals_line())]
+    parts += [Rule("Summary", align="left"), Text(shown(story.totals_line()))]
     if answer := story.unsupported_answer():
-        parts.append(Text(answer, style="yellow"))
+        parts.append(Text(shown(answer), style="yellow"))
     parts += [told for told in tell(story, _Rich(story)) if told is not None]
     return Group(*parts)
 
