@@ -29,7 +29,6 @@ from sleuth.config import HostConfig, Limits
 from sleuth.errors import ErrorKind
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
-from sleuth.hosts.program import server_ctl
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
 from sleuth.tools.serving.ctl import Stopped, ctl
@@ -240,7 +239,7 @@ def test_a_planted_record_is_not_read_through_an_mcp_client(
 ) -> None:
     project = McpProject.create(tmp_path, sshd, allow=["stop_server"])
     toml = project.root / "sleuth.toml"
-    rule = "\n[hosts.{}.approve]\ntools = [\"stop_server\"]\n"
+    rule = '\n[hosts.{}.approve]\ntools = ["stop_server"]\n'
     toml.write_text(toml.read_text() + rule.format("local") + rule.format("remote"))
     server_id = sid()
     planted = plant(old_shared_folder, server_id, victim.pid, secret_file)
