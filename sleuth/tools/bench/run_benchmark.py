@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from sleuth.errors import ErrorKind
 from sleuth.hosts.host import LocalHost, read_whole
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import SECRET_RUNNER, program, with_secrets
 from sleuth.tools.bench.bench_input import RunBenchmarkInput, loadgen_args
 from sleuth.tools.bench.metrics import summarise
-from sleuth.tools.bench.models import BenchRun, Dist
+from sleuth.tools.bench.models import BenchReport, BenchRun, Dist
 from sleuth.tools.bench.port_forward import reach
 from sleuth.tools.bench.render import render_text
 from sleuth.tools.bench.traces import (
@@ -37,7 +38,7 @@ from sleuth.tools.bench.traces import (
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import tool
 from sleuth.tools.results import ToolError
-from sleuth.transcripts.redact import redact, redact_data, register_secret
+from sleuth.transcripts.redact import clean_cut, redact, redact_data, register_secret
 from sleuth.transcripts.results import ToolResult
 
 
@@ -82,7 +83,7 @@ def benchmark(
         raw, argv, rtt = _run_local(host, args, secrets or None, rows, ctx.traceparent)
     raw = _redacted(raw)
     path = _save(raw, ctx.results_dir, args.host)
-    report = summarise(raw.splitlines(), args.slo(), percentiles=args.percentiles)
+    report = _summary(raw, args)
     run = BenchRun(
         host=args.host, where=args.where, jsonl=str(path), round_trip_ms=rtt, report=report
     )
@@ -93,6 +94,20 @@ def benchmark(
         argv=[argv],
         duration_s=time.monotonic() - started,
     )
+
+
+def _summary(raw: bytes, args: RunBenchmarkInput) -> BenchReport:
+    """The run's metrics; records of another shape (a load generator of another version, a
+    host python that prints more) are a ToolError naming the host and the program."""
+    try:
+        return summarise(raw.splitlines(), args.slo(), percentiles=args.percentiles)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # ValidationError too
+        raise ToolError(
+            f"loadgen.py on host {args.host!r} wrote records Sleuth cannot read "
+            f"({type(exc).__name__}: {clean_cut(str(exc)[:200])}); its interpreter may not "
+            f"be a plain Python: pass python= the engine's virtualenv python",
+            ErrorKind.HOST,
+        ) from None
 
 
 def _credentials_off_url(

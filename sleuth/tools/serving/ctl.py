@@ -17,7 +17,9 @@ from pydantic import BaseModel
 
 from sleuth.errors import ErrorKind
 from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.program_run import read_answer
 from sleuth.tools.results import ToolError
+from sleuth.transcripts.redact import clean_cut, redact
 
 UNSAFE = "unsafe_record"
 """server_ctl's refusal kind for a record, or record folder, that others could write."""
@@ -190,9 +192,9 @@ def ctl(
     except ValueError:
         out = None
     if not isinstance(out, dict):
-        raise ToolError(
-            f"{where} answered with a line that is not a JSON object: {lines[-1][:200]!r}"
-        )
+        said = redact(lines[-1])  # before the cut: a secret cut short is no longer found
+        said = said if len(said) <= 200 else clean_cut(said[:200]) + "..."
+        raise ToolError(f"{where} answered with a line that is not a JSON object: {said!r}")
     if "error" in out:
         raise CtlRefused(str(out["error"]), str(out.get("kind", "other")))
-    return answer.model_validate(out)
+    return read_answer(host.name, f"server_ctl.py ({command})", out, answer)

@@ -32,6 +32,8 @@ from tests.mcp_support import McpProject, text_of
 from tests.server_records import Records, local_or_remote, state_of
 from tests.sshd import SSHServer
 
+from . import figures
+
 KEY = "opensesame-" + secrets.token_hex(8)
 # A passphrase: a cut part of it does not look random, so only its place in a URL marks it.
 PASSWORD = f"violet-harbor-{secrets.randbelow(9000) + 1000}-lantern-quietly-drifts-home"
@@ -43,7 +45,11 @@ def pieces(secret: str, n: int = 6) -> list[str]:
 
 
 def leaks(text: str, *secret: str) -> list[str]:
-    return [p for s in secret for p in pieces(s) if p in text]
+    """The runs of each secret found in `text`; counted as one attack tried."""
+    found = [p for s in secret for p in pieces(s) if p in text]
+    figures.count("outputs_secret_tries")
+    figures.count("outputs_secret_leaks", len(found))
+    return found
 
 
 @pytest.fixture

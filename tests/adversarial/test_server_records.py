@@ -36,6 +36,8 @@ from tests.mcp_support import McpProject, text_of
 from tests.server_records import Records, local_or_remote, pid_alive, state_of
 from tests.sshd import SSHServer
 
+from . import figures
+
 NOBODY = 65534
 SECRET = "planted-record-secret-" + "q" * 12
 
@@ -115,6 +117,13 @@ def old_shared_folder() -> Iterator[Path]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def obeyed(victim: subprocess.Popen[bytes], *shown: str) -> None:
+    """Count one planted-record attack, and whether it got through."""
+    figures.count("records_planted_tries")
+    figures.count("records_planted_obeyed", int(any(SECRET in s for s in shown)))
+    figures.count("records_planted_obeyed", int(not pid_alive(victim.pid)))
+
+
 def sid() -> str:
     return f"srv-20000101-000000-{secrets.token_hex(3)}"
 
@@ -138,6 +147,7 @@ def test_a_record_planted_in_the_old_shared_folder_is_never_read(
         status, stop = status_and_stop(host, server_id)
     finally:
         shutil.rmtree(planted, ignore_errors=True)
+    obeyed(victim, status, stop)
     assert SECRET not in status
     assert pid_alive(victim.pid), "stop_server signalled the process a planted record named"
     assert f"no server {server_id}" in status and "anyone can write that folder" in status
@@ -183,6 +193,7 @@ def test_a_state_folder_others_can_write_is_refused_and_named(
     finally:
         shutil.rmtree(planted, ignore_errors=True)
 
+    obeyed(victim, status, stop, listed.output)
     assert not listed.ok and listed.error_kind == ErrorKind.POLICY
     named = str(folder.parent) if how.startswith("below") else str(folder)
     assert f"the server record folder {folder} is" in (listed.error or "")
@@ -204,6 +215,7 @@ def test_a_record_someone_else_wrote_is_ignored_and_named(
         listed = execute(ctx, "server_status", {"host": host.name})
         status, stop = status_and_stop(host, server_id)
 
+    obeyed(victim, status, stop, listed.output)
     assert listed.ok, listed.error
     shown = [s["server_id"] for s in listed.data["servers"]]
     assert good in shown and server_id not in shown
@@ -225,6 +237,8 @@ def test_a_record_reads_only_its_own_folder_and_is_written_0600(
         ctl(host, "stop", {"id": server_id, "grace_s": 0.0}, Stopped)
         mode = stat.S_IMODE((records.state / server_id / "record.json").stat().st_mode)
 
+    figures.count("records_planted_tries")
+    figures.count("records_planted_obeyed", int(SECRET in status.output))
     assert status.ok, status.error
     assert SECRET not in status.output and "a server of the year 2000" in status.output
     assert mode == 0o600
@@ -256,6 +270,7 @@ def test_a_planted_record_is_not_read_through_an_mcp_client(
         anyio.run(session)
     finally:
         shutil.rmtree(planted, ignore_errors=True)
+    obeyed(victim, *said, *(p.read_text() for p in project.transcript_paths()))
     assert len(said) == 4 and all(f"no server {server_id}" in s for s in said)
     assert not any(SECRET in s for s in said)
     assert pid_alive(victim.pid)
