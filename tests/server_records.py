@@ -1,6 +1,9 @@
 """Server records a test writes into server_ctl's real state folder, removed after it.
 
-They are dated in the year 2000, so they sort before every real server, and each test's ids
+That folder is the login user's ($XDG_STATE_HOME/sleuth/servers, else
+~/.local/state/sleuth/servers): each test's own locally (conftest gives every test its own
+XDG_STATE_HOME), the test sshd's temporary HOME's over SSH, shared by the tests using it. So
+records are dated in the year 2000, to sort before every real server, and each test's ids
 carry their own random hex, so parallel workers never share one.
 """
 
@@ -18,18 +21,28 @@ from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import server_ctl
-from sleuth.tools.serving.ctl import STATE_DIR
+from sleuth.tools.serving.ctl import Listing, ctl
 
-STATE = Path(STATE_DIR)
 # A pid no process can have: pids stay below pid_max.
 DEAD_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1000
 
 
+def state_of(host: SandboxedHost) -> Path:
+    """The host's server record folder, as its own server_ctl names it."""
+    return Path(ctl(host, "list", {"limit": 0}, Listing).folder)
+
+
+def local_state() -> Path:
+    """This machine's server record folder for this test (its XDG_STATE_HOME)."""
+    return Path(server_ctl.state_dir())
+
+
 class Records:
-    """Server records this test writes into the real state folder, removed after it (as a
+    """Server records this test writes into a host's real state folder, removed after it (as a
     context manager)."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: Path) -> None:
+        self.state = state
         self.hex = secrets.token_hex(3)
         self.made: list[Path] = []
 
@@ -46,8 +59,8 @@ class Records:
         """A record of server `n` started on 2000-01-DAY; `fields` replace its own (None
         removes one)."""
         sid = f"srv-200001{day:02d}-{n:06d}-{self.hex}"
-        folder = STATE / sid
-        STATE.mkdir(mode=0o700, exist_ok=True)
+        folder = self.state / sid
+        self.state.mkdir(mode=0o700, parents=True, exist_ok=True)
         folder.mkdir(mode=0o700)
         self.made.append(folder)
         (folder / "server.log").write_text("a server of the year 2000\n")

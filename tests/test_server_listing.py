@@ -1,10 +1,9 @@
 """server_status's list and `sleuth servers` on a host that keeps many records, and server
 control answers Sleuth cannot read, against the real program on a local host and over sshd.
 
-server_ctl keeps every server's record and log under /tmp/sleuth-servers for a person to read,
-so a busy host gathers thousands. These tests write records of their own there, dated in the
-year 2000 so that they sort before every real server, each test's ids with their own random
-hex so parallel workers never share one, and remove exactly those folders after.
+server_ctl keeps every server's record and log in the login user's state folder for a person to
+read, so a busy host gathers thousands. These tests write records of their own there
+(tests/server_records.py), and remove exactly those folders after.
 """
 
 from __future__ import annotations
@@ -27,14 +26,8 @@ from sleuth.hosts.program import server_ctl
 from sleuth.tools.approval import deny_all
 from sleuth.tools.context import ToolContext
 from sleuth.tools.results import ToolError
-from sleuth.tools.serving.ctl import ANSWER_CAP, STATE_DIR, Listing, LogText, ctl
-from tests.server_records import STATE, Records, local_or_remote
-
-
-@pytest.fixture
-def records() -> Iterator[Records]:
-    with Records() as made:
-        yield made
+from sleuth.tools.serving.ctl import ANSWER_CAP, Listing, LogText, ctl
+from tests.server_records import Records, local_or_remote, local_state, state_of
 
 
 @pytest.fixture
@@ -50,8 +43,20 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
 
 @pytest.fixture(params=["local", "remote"])
 def host(request: pytest.FixtureRequest, tmp_path: Path) -> SandboxedHost:
-    """The local host, or the same machine over sshd: one state folder either way."""
+    """The local host, or the same machine over sshd (whose login has its own HOME)."""
     return local_or_remote(request, tmp_path)
+
+
+@pytest.fixture
+def records(host: SandboxedHost) -> Iterator[Records]:
+    with Records(state_of(host)) as made:
+        yield made
+
+
+@pytest.fixture
+def local_records() -> Iterator[Records]:
+    with Records(local_state()) as made:
+        yield made
 
 
 def list_servers(host: SandboxedHost) -> tuple[dict[str, Any], str]:
@@ -77,17 +82,17 @@ def test_the_list_shows_every_live_server_and_the_newest_ended_and_counts_the_re
     assert {s["server_id"]: s["alive"] for s in data["servers"]}[live] is True
     assert output.splitlines()[-1] == (
         f"... and {data['older_not_shown']:,} older ended servers not shown "
-        "(records under /tmp/sleuth-servers on the host)"
+        f"(records under {records.state} on the host)"
     )
-    assert STATE_DIR == server_ctl.STATE_DIR
+    assert data["folder"] == str(records.state) and data["ignored"] == []
 
 
-def test_a_host_with_thousands_of_records_still_lists(records: Records) -> None:
+def test_a_host_with_thousands_of_records_still_lists(local_records: Records) -> None:
     """The defect itself: 2,200 ended servers with a 2 KB command each made an answer over
     ANSWER_CAP, which was cut and failed to parse ("internal error in server_status")."""
     argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/m" * 1000]
     for n in range(2_200):
-        records.write(3, n, argv=argv)
+        local_records.write(3, n, argv=argv)
     assert 2_200 * len(json.dumps(argv)) > ANSWER_CAP
     host = SandboxedHost("local", LocalHost(), HostConfig(), Limits())
     data, _ = list_servers(host)
@@ -99,7 +104,7 @@ def test_an_answer_over_the_cap_is_a_tool_error_that_names_the_cut(
     host: SandboxedHost, records: Records
 ) -> None:
     sid = records.write(4, 0)
-    log = STATE / sid / "server.log"
+    log = records.state / sid / "server.log"
     log.write_bytes(b"x" * (ANSWER_CAP + (1 << 20)))
     with pytest.raises(ToolError) as caught:
         ctl(host, "log", {"id": sid, "bytes": ANSWER_CAP * 2}, LogText)
@@ -128,10 +133,10 @@ def test_an_answer_that_is_not_json_is_a_tool_error_that_names_the_command(
 
 
 def test_sleuth_servers_says_how_many_older_servers_it_left_out(
-    tmp_path: Path, records: Records
+    tmp_path: Path, local_records: Records
 ) -> None:
     for n in range(server_ctl.LIST_LIMIT + 5):
-        records.write(5, n)
+        local_records.write(5, n)
     (tmp_path / "sleuth.toml").write_text(f'[hosts.local]\nroots = ["{tmp_path}"]\n')
 
     def cli(*args: str) -> str:
@@ -149,4 +154,4 @@ def test_sleuth_servers_says_how_many_older_servers_it_left_out(
 
     older = json.loads(cli("--json"))["older_not_shown"]
     assert older >= 5
-    assert "older ended servers not shown (records under /tmp/sleuth-servers" in cli()
+    assert f"older ended servers not shown (records under {local_records.state}" in cli()

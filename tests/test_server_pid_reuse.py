@@ -23,13 +23,7 @@ from sleuth.hosts.program import server_ctl
 from sleuth.tools.approval import deny_all
 from sleuth.tools.context import ToolContext
 from sleuth.tools.serving.ctl import Stopped, ctl
-from tests.server_records import Records, local_or_remote, pid_alive
-
-
-@pytest.fixture
-def records() -> Iterator[Records]:
-    with Records() as made:
-        yield made
+from tests.server_records import Records, local_or_remote, pid_alive, state_of
 
 
 @pytest.fixture
@@ -53,6 +47,12 @@ def stranger() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
 @pytest.fixture(params=["local", "remote"])
 def host(request: pytest.FixtureRequest, tmp_path: Path) -> SandboxedHost:
     return local_or_remote(request, tmp_path)
+
+
+@pytest.fixture
+def records(host: SandboxedHost) -> Iterator[Records]:
+    with Records(state_of(host)) as made:
+        yield made
 
 
 def stop_and_status(host: SandboxedHost, sid: str) -> tuple[Stopped, dict[str, object]]:

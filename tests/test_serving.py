@@ -33,7 +33,7 @@ from sleuth.tools.results import ToolError
 from sleuth.tools.serving.engines import LaunchOptions, Speculative, build_argv
 from sleuth.tools.serving.status import vllm_metrics
 from sleuth.transcripts.results import ToolResult
-from tests.server_records import STATE, pid_alive
+from tests.server_records import pid_alive, state_of
 
 SERVER = str(Path(__file__).with_name("streaming_server.py"))
 READY_LINE = "The server is fired up and ready to roll!"
@@ -150,19 +150,20 @@ def contexts(
             host = SandboxedHost(
                 "local", LocalHost(), HostConfig(roots=roots, allow=allow), Limits()
             )
-            return ToolContext(hosts={"local": host}, approver=approver)
-        made: ToolContext = request.getfixturevalue("make_context")(
-            roots, allow=allow, approver=approver
-        )
+            made = ToolContext(hosts={"local": host}, approver=approver)
+        else:
+            made = request.getfixturevalue("make_context")(roots, allow=allow, approver=approver)
+        _FOLDERS.append(state_of(made.host(where)))
         return made
 
     return make
 
 
-# The synthetic servers this test asked for, by argv: the state folder is shared with every
-# other Sleuth on this machine, the tests of this file running at once in other pytest workers
-# or runs too, so the clean-up must know its own servers rather than guess by time.
+# The synthetic servers this test asked for, by argv, and the state folders of the hosts it
+# used: the sshd login's folder is shared with the tests of this file running at once in other
+# pytest workers, so the clean-up must know its own servers rather than guess by time.
 _MINE: list[list[str]] = []
+_FOLDERS: list[Path] = []
 
 
 @pytest.fixture(autouse=True)
@@ -171,11 +172,11 @@ def no_server_left_behind(tmp_path: Path) -> Iterator[None]:
     test's servers (its synthetic servers, stand-ins under tmp_path). A bare `sh` script a
     failing test leaves is left to end by itself (none sleeps over 300 s)."""
     _MINE.clear()
-    before = set(STATE.iterdir()) if STATE.exists() else set()
+    _FOLDERS.clear()
     yield
-    for folder in (set(STATE.iterdir()) if STATE.exists() else set()) - before:
+    for record_file in {f for folder in _FOLDERS for f in folder.glob("srv-*/record.json")}:
         try:
-            record = json.loads((folder / "record.json").read_text())
+            record = json.loads(record_file.read_text())
             argv = record["argv"]
             if argv in _MINE or str(tmp_path) in " ".join(argv):
                 os.killpg(record["pgid"], signal.SIGKILL)
@@ -183,11 +184,11 @@ def no_server_left_behind(tmp_path: Path) -> Iterator[None]:
             pass
 
 
-def started_with(argv: list[str]) -> list[str]:
+def started_with(ctx: ToolContext, where: str, argv: list[str]) -> list[str]:
     """The servers whose record holds this command. Other workers start servers into the same
     state folder meanwhile, so a refusal is checked by its own command, not by the folder."""
     found = []
-    for record_file in STATE.glob("srv-*/record.json") if STATE.exists() else []:
+    for record_file in state_of(ctx.host(where)).glob("srv-*/record.json"):
         with contextlib.suppress(OSError, ValueError):
             if json.loads(record_file.read_text()).get("argv") == argv:
                 found.append(record_file.parent.name)
@@ -438,13 +439,13 @@ def test_not_allowed_and_not_approved_launches_are_refused(
         denied, "stop_server", {"host": where, "server_id": "srv-20260101-000000-abcdef"}
     )
     assert not stop.ok and decisions[-1] == ("stop_server", False)
-    assert started_with(request["command"]) == []
+    approved = contexts()
+    assert started_with(approved, where, request["command"]) == []
 
     # The same command approved is found by that check: it looks where a start would write.
-    approved = contexts()
     started = launch(approved, where, **{**request, "ready_log_line": READY_LINE})
     assert started.ok, started.output
-    assert started_with(request["command"]) == [started.data["server_id"]]
+    assert started_with(approved, where, request["command"]) == [started.data["server_id"]]
     execute(approved, "stop_server", {"host": where, "server_id": started.data["server_id"]})
 
 

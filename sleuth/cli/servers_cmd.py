@@ -21,7 +21,8 @@ from sleuth.cli.common import (
 from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL
 from sleuth.tools.context import ToolContext
-from sleuth.tools.serving.status import older_not_shown
+from sleuth.tools.serving.ctl import IgnoredRecord
+from sleuth.tools.serving.status import ignored_line, older_not_shown
 from sleuth.tools.serving.stop import stop_command
 
 
@@ -40,9 +41,20 @@ def servers(host: HostName = LOCAL, *, opts: SharedOptions) -> None:
         fail(f"could not list the servers on {host}: {result.error}", EXIT_ERROR)
     found: list[dict[str, Any]] = result.data["servers"]
     older: int = result.data.get("older_not_shown", 0)
+    folder: str = result.data.get("folder", "")
+    ignored = [IgnoredRecord.model_validate(i) for i in result.data.get("ignored", [])]
     if opts.as_json:
-        print_json({"host": host, "servers": found, "older_not_shown": older})
+        print_json(
+            {
+                "host": host,
+                "servers": found,
+                "older_not_shown": older,
+                "ignored": [i.model_dump() for i in ignored],
+            }
+        )
         return
+    for item in ignored:
+        err_console.print(escape(ignored_line(item)), highlight=False, soft_wrap=True)
     if not found and not older:
         console.print(f"no servers started by Sleuth on host {host!r}")
         return
@@ -56,7 +68,7 @@ def servers(host: HostName = LOCAL, *, opts: SharedOptions) -> None:
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
     if older:
-        console.print(escape(older_not_shown(older)), highlight=False, soft_wrap=True)
+        console.print(escape(older_not_shown(older, folder)), highlight=False, soft_wrap=True)
 
 
 def launched_by_run(ctx: ToolContext, tool_data: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -18,11 +18,27 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
 from sleuth.errors import ErrorKind, HostError
 from sleuth.hosts import posix_files
 from sleuth.hosts.host import RunResult, StatResult, kind_of, os_error_kind
 from sleuth.hosts.replies import FIND_KINDS, DirEntry, GrepRun, LineRange, LinesAt, Listing
-from sleuth.hosts.wire import Answer, NoProgram, ProgramTimeout, Refusal, failure
+from sleuth.hosts.wire import (
+    Answer,
+    GrepHead,
+    LinesAtHead,
+    LinesHead,
+    ListHead,
+    NoProgram,
+    ProgramTimeout,
+    ReadHead,
+    Refusal,
+    ResolveHead,
+    RootsHead,
+    StatHead,
+    failure,
+)
 
 if TYPE_CHECKING:
     from sleuth.hosts.policy import SandboxedHost
@@ -30,6 +46,7 @@ if TYPE_CHECKING:
 PROGRAM = "sleuth-program"
 """argv[0] of a request in what a tool records: it names Sleuth's program, not a command."""
 Reply = TypeVar("Reply", bound=RunResult)
+Head = TypeVar("Head", bound=BaseModel)
 SERVED = frozenset({"checkpoint_probe.py", "secret_scan.py"})
 """Sleuth's file-reading programs that the host program runs itself, beneath the roots."""
 
@@ -50,7 +67,7 @@ class RootedFiles:
             if not self.sandbox.contains(real):
                 raise Refusal("link")
             return real
-        return str(self._ok(answer, path, "resolve")["real"])
+        return self._ok(answer, path, "resolve", ResolveHead).real
 
     def stat(self, path: str) -> StatResult:
         """As Host.stat (a final symlink not followed), beneath the roots."""
@@ -58,18 +75,17 @@ class RootedFiles:
         answer = self._ask("stat", checked)
         if answer is None:
             return self.sandbox.host.stat(checked)
-        head = self._ok(answer, checked, "stat")
-        if head["mode"] is None:
+        head = self._ok(answer, checked, "stat", StatHead)
+        if head.mode is None:
             return StatResult(path=path, kind="missing")
-        kind = kind_of(head["mode"])
-        return StatResult(path=path, kind=kind, size=head["size"], mtime=head["mtime"])
+        return StatResult(path=path, kind=kind_of(head.mode), size=head.size, mtime=head.mtime)
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         checked = self.sandbox.beneath(path)
         answer = self._ask("read", checked, offset=offset, length=length)
         if answer is None:
             return self.sandbox.host.read_range(checked, offset, length)
-        self._ok(answer, checked, "read")
+        self._ok(answer, checked, "read", ReadHead)
         return answer.payload
 
     def read_lines(self, path: str, start: int, end: int, width: int) -> LineRange:
@@ -82,13 +98,13 @@ class RootedFiles:
         )
         if not isinstance(answer, Answer):
             return answer
-        head = self._ok(answer, checked, "read")
+        head = self._ok(answer, checked, "read", LinesHead)
         lines, at = [], 0
-        for size in head["sizes"]:
+        for size in head.sizes:
             lines.append(answer.payload[at : at + size])
             at += size
-        done = _done(argv, answer, head["cut"])
-        return LineRange(**done, lines=lines, total=head["total"])
+        done = _done(argv, answer, head.cut)
+        return LineRange(**done, lines=lines, total=head.total)
 
     def list_dir(self, path: str, depth: int) -> Listing:
         """The entries `depth` levels down, symlinks listed and not followed."""
@@ -98,16 +114,16 @@ class RootedFiles:
         answer = self._ask_or(Listing, argv, checked, posix, depth=depth)
         if not isinstance(answer, Answer):
             return answer
-        head = self._ok(answer, checked, "list")
+        head = self._ok(answer, checked, "list", ListHead)
         entries = [
             DirEntry(kind=FIND_KINDS.get(kind, "other"), size=size, name=name)
-            for kind, size, name in head["entries"]
+            for kind, size, name in head.entries
         ]
-        done = _done(argv, answer, head["cut"])
-        if head["denied"]:  # as find says it, and with its exit status
+        done = _done(argv, answer, head.cut)
+        if head.denied:  # as find says it, and with its exit status
             done["exit_code"] = 1
             done["stderr"] = "".join(
-                f"find: '{checked}/{name}': Permission denied\n" for name in head["denied"]
+                f"find: '{checked}/{name}': Permission denied\n" for name in head.denied
             ).encode()
         return Listing(**done, entries=entries)
 
@@ -149,10 +165,10 @@ class RootedFiles:
         )
         if not isinstance(answer, Answer):
             return answer
-        head = self._ok(answer, checked, "search")
-        done = _done(argv, answer, head["cut"])
-        done.update(exit_code=head["code"], stderr=answer.payload)
-        return GrepRun(**done, matches=[tuple(m) for m in head["matches"]])
+        head = self._ok(answer, checked, "search", GrepHead)
+        done = _done(argv, answer, head.cut)
+        done.update(exit_code=head.code, stderr=answer.payload)
+        return GrepRun(**done, matches=head.matches)
 
     def lines_at(self, path: str, numbers: Iterable[int]) -> LinesAt:
         """The lines of `path` with these numbers."""
@@ -163,9 +179,8 @@ class RootedFiles:
         answer = self._ask_or(LinesAt, argv, checked, posix, numbers=wanted)
         if not isinstance(answer, Answer):
             return answer
-        head = self._ok(answer, checked, "read")
-        lines = {int(n): text for n, text in head["lines"].items()}
-        return LinesAt(**_done(argv, answer, head["cut"]), lines=lines)
+        head = self._ok(answer, checked, "read", LinesAtHead)
+        return LinesAt(**_done(argv, answer, head.cut), lines=head.lines)
 
     # -- the roots themselves, and whole programs --
 
@@ -180,11 +195,8 @@ class RootedFiles:
                 real = None if kind == "missing" else self.sandbox.host.realpath(path)
                 found.append((path, kind, real))
             return found
-        self._ok(answer, ", ".join(paths), "look at")
-        return [
-            (r["path"], "missing" if not r["mode"] else kind_of(r["mode"]), r["real"])
-            for r in answer.head["roots"]
-        ]
+        head = self._ok(answer, ", ".join(paths), "look at", RootsHead)
+        return [(r.path, "missing" if not r.mode else kind_of(r.mode), r.real) for r in head.roots]
 
     def program(
         self, name: str, args: Sequence[str], python: str, timeout: float, max_bytes: int
@@ -256,11 +268,21 @@ class RootedFiles:
         except NoProgram:
             return None
 
-    def _ok(self, answer: Answer, path: str, action: str) -> dict[str, Any]:
-        """The answer's header, or its failure raised as the tools expect it."""
+    def _ok(self, answer: Answer, path: str, action: str, head: type[Head]) -> Head:
+        """The answer's header as `head`, or its failure raised as the tools expect it; a
+        header of another shape is a HostError naming the host and the request."""
         problem = failure(answer)
         if problem is None:
-            return answer.head
+            try:
+                return head.model_validate(answer.head)
+            except ValidationError as exc:
+                raise HostError(
+                    f"Sleuth's program on host {self.sandbox.name!r} answered a {action} of "
+                    f"{path} in a shape Sleuth cannot read ({exc.errors()[0]['msg']}); the "
+                    f"interpreter that runs it ({self.sandbox.config.python}) may not be a "
+                    f"plain Python: set `python` under [hosts.{self.sandbox.name}] to one",
+                    ErrorKind.HOST,
+                ) from None
         if isinstance(problem, Refusal) and action != "resolve":
             raise self.sandbox.refusal(path, problem.how)
         if isinstance(problem, OSError):

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from pydantic import BaseModel
+
 from sleuth.errors import ErrorKind, HostError
 from sleuth.hosts.program import program
 from sleuth.hosts.program.resident import PROTOCOL, frame, read_frame
@@ -122,3 +124,54 @@ def frames(data: bytes) -> list[tuple[dict[str, Any], bytes]]:
     while (got := read_frame(read)) is not None:
         found.append(got)
     return found
+
+
+# The heads of the program's answers, one model per request: what Sleuth reads of an answer,
+# validated before it is read (an answer of another shape is a HostError, never a KeyError).
+
+
+class ResolveHead(BaseModel):
+    real: str
+
+
+class StatHead(BaseModel):
+    mode: int | None
+    size: int = 0
+    mtime: float = 0.0
+
+
+class ReadHead(BaseModel):
+    pass
+
+
+class LinesHead(BaseModel):
+    sizes: list[int]
+    total: int
+    cut: int
+
+
+class ListHead(BaseModel):
+    entries: list[tuple[str, int, str]]
+    cut: int
+    denied: list[str]
+
+
+class GrepHead(BaseModel):
+    matches: list[tuple[str, int, str]]
+    cut: int
+    code: int | None
+
+
+class LinesAtHead(BaseModel):
+    lines: dict[int, str]
+    cut: int
+
+
+class RootHead(BaseModel):
+    path: str
+    mode: int | None
+    real: str | None
+
+
+class RootsHead(BaseModel):
+    roots: list[RootHead]

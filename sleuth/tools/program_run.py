@@ -1,11 +1,16 @@
 """Running one of Sleuth's host programs for a tool: a failure is a ToolError that says whether
-the interpreter could not start the program or the program failed, with its last stderr line."""
+the interpreter could not start the program or the program failed, with its last stderr line;
+and reading its answer through the tool's model (`read_answer`), so that an answer of another
+shape is a ToolError naming the host and the program, never an internal error."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
-from sleuth.errors import HostError
+from pydantic import BaseModel, ValidationError
+
+from sleuth.errors import ErrorKind, HostError
 from sleuth.hosts.host import RunResult
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.results import ToolError
@@ -40,3 +45,32 @@ def run_or_fail(
             f"{last_stderr_line(run.stderr)}{hint}"
         )
     return run
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def read_answer(host: str, program: str, answer: bytes | Any, model: type[Model]) -> Model:
+    """`program`'s answer on `host` (its JSON output, or JSON already parsed) as `model`.
+
+    An answer of another shape (another version of the program, a wrapper that prints more, an
+    interpreter that is not what it says) is a ToolError of kind `host` that names the host,
+    the program and the first field that did not fit."""
+    try:
+        if isinstance(answer, bytes | str):
+            return model.model_validate_json(answer)
+        return model.model_validate(answer)
+    except ValidationError as exc:
+        raise unreadable(host, program, exc) from None
+
+
+def unreadable(host: str, program: str, exc: ValidationError) -> ToolError:
+    """The error for an answer of `program` on `host` that its model refused."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the answer"
+    return ToolError(
+        f"{program} on host {host!r} answered in a shape Sleuth cannot read ({where}: "
+        f"{first['msg']}); the interpreter that ran it may not be a plain Python: set "
+        f"`python` under [hosts.{host}] in sleuth.toml to one",
+        ErrorKind.HOST,
+    )

@@ -14,6 +14,7 @@ part (`clean_cut`).
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable
@@ -173,10 +174,20 @@ def _data(obj: Any, found: dict[str, str]) -> Any:
     return obj
 
 
+def _named_label(obj: dict[Any, Any]) -> str | None:
+    """The label of a mapping that names its own value: `{"name": "--api-key", "value": ...}`
+    (a parsed flag), `{"name": "HF_TOKEN", "value": ...}` (a container's env entry)."""
+    name, value = obj.get("name"), obj.get("value")
+    if not isinstance(name, str) or "value" not in obj:
+        return None
+    return _flag_label(f"--{name.lstrip('-')}", value) if isinstance(value, str) else None
+
+
 def _mapping(obj: dict[Any, Any], found: dict[str, str]) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
+    named = _named_label(obj)
     for key, value in obj.items():
-        label = _key_label(key)
+        label = named if key == "value" and named else _key_label(key)
         out[_shown_key(key, out)] = (
             _under_key(value, label, found) if label else _data(value, found)
         )
@@ -266,7 +277,24 @@ def redact_env(env: dict[str, str]) -> dict[str, str]:
     return shown
 
 
+SHORT = 256
+"""Strings this short recur in data (keys, names, enum values, a benchmark's thousands of
+records): their redaction is remembered, with the known secrets it was made under."""
+
+
 def _redact_string(value: str) -> str:
+    if len(value) <= SHORT:
+        return _redact_short(value, _known.pattern)
+    return _redact_whole(value)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _redact_short(value: str, known: re.Pattern[str] | None) -> str:
+    # `known` is part of the cache key: a secret registered since is redacted here too.
+    return _redact_whole(value)
+
+
+def _redact_whole(value: str) -> str:
     """A string in data is a JSON string position: a whole random-looking token is hidden."""
     cleaned = redact(value)
     if cleaned == value and BARE_TOKEN.fullmatch(value) and looks_random(value):

@@ -116,6 +116,30 @@ FIGURES: dict[str, dict[str, str]] = {
         "what": "model-chosen tool or host names exported without --otel-content",
         "expect": "0",
     },
+    "records_planted_tries": {
+        "what": "server records someone else could have written, tried (local, sshd, MCP)",
+        "expect": ">= 13",
+    },
+    "records_planted_obeyed": {
+        "what": "planted records obeyed: a file they name shown, a process they name signalled",
+        "expect": "0",
+    },
+    "outputs_secret_tries": {
+        "what": "secrets put where server_processes, server_status and sleuth bench show them",
+        "expect": ">= 7",
+    },
+    "outputs_secret_leaks": {
+        "what": "runs of 6 secret characters in data, text, MCP, --json, transcripts, records",
+        "expect": "0",
+    },
+    "probe_wrong_shape_tries": {
+        "what": "host-program answers of the wrong shape, tried (local, sshd both modes, MCP)",
+        "expect": ">= 30",
+    },
+    "probe_wrong_shape_internal": {
+        "what": "wrong-shape answers ending in an internal error, a traceback or no host named",
+        "expect": "0",
+    },
 }
 
 _lock = threading.Lock()

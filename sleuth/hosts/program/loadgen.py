@@ -76,6 +76,30 @@ BLOCK_SALT = 104_729
 """Mixed into a trace block's seed, so its words differ from request prompts'."""
 BLOCK_CACHE = 8192
 SECRETS: dict[str, Any] = globals().get("SECRETS", {})
+ECHO_CAP = 300
+"""The most characters of a server's error kept in a record."""
+
+
+def sent_secrets(headers: dict[str, str]) -> list[str]:
+    """The header values we send, and each word of them ("Bearer KEY": the key alone)."""
+    values = [v for v in headers.values() if len(v) >= 4]
+    return values + [w for v in values for w in v.split() if len(w) >= 4]
+
+
+SENT = sent_secrets(SECRETS.get("headers", {}))
+
+
+def scrubbed(text: str, secrets: list[str], cap: int = ECHO_CAP) -> str:
+    """A server's error as a record keeps it: every header value we sent (an API key a server
+    echoes back) hidden BEFORE the cut, and the cut made before the word it went through, so
+    no part of a secret shows. Sleuth redacts the records again as they arrive."""
+    for value in sorted(secrets, key=len, reverse=True):
+        text = text.replace(value, "[REDACTED:known-secret]")
+    if len(text) <= cap:
+        return text
+    return text[:cap].rpartition(" ")[0] + " [cut]"
+
+
 """Filled by the runner from stdin (sleuth.hosts.program.secret_runner); empty when run plainly."""
 
 now = time.perf_counter
@@ -359,7 +383,7 @@ class Request:
         choices = obj.get("choices")
         if not choices:
             if "error" in obj:
-                self.error = "stream error: " + json.dumps(obj["error"])[:300]
+                self.error = "stream error: " + scrubbed(json.dumps(obj["error"]), SENT)
                 return
             choices = ()
         usage = obj.get("usage")
@@ -554,12 +578,13 @@ class LoadGen:
             ) as resp:
                 rec["status"] = resp.status
                 if resp.status != 200:
-                    text = (await resp.read())[:300].decode(errors="replace")
-                    rec["error"] = f"HTTP {resp.status}: {text}"
+                    text = (await resp.read())[:65536].decode(errors="replace")
+                    rec["error"] = f"HTTP {resp.status}: {scrubbed(text, SENT)}"
                 else:
                     await self.read_stream(resp, req)
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
-            rec["error"] = f"{type(exc).__name__}: {exc} (at {self.url})"
+            said = scrubbed(f"{type(exc).__name__}: {exc}", SENT)
+            rec["error"] = f"{said} (at {self.url})"
         rec["t_done"] = now()
         self.records.append(req.finish())
 

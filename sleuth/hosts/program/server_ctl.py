@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -25,46 +26,167 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-STATE_DIR = "/tmp/sleuth-servers"
 SERVER_ID = re.compile(r"^srv-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 # Runs the server and keeps its exit status: "$0" is the status file, "$@" the argv.
 WRAPPER = '"$@"; echo $? >"$0"'
 SCAN_CHUNK = 4 << 20
 TAIL_BYTES = 16 << 10
 BODY_CAP = 256 << 10
+CMD_BYTES = 4096
 # The ended servers `list` shows, newest first; every live one is shown too.
 LIST_LIMIT = 50
+# Where Sleuth kept records once: a shared folder anyone could plant one in. Never read.
+OLD_STATE_DIR = "/tmp/sleuth-servers"
+UNSAFE = "unsafe_record"
 
 
 class Refused(Exception):
-    """A request this program declines; `kind` is a launch-failure kind when it is one."""
+    """A request this program declines; `kind` is a launch-failure kind when it is one, or
+    UNSAFE for a record folder or record that someone else could have written."""
 
     def __init__(self, message: str, kind: str = "other") -> None:
         super().__init__(message)
         self.kind = kind
 
 
-def server_dir(server_id: str) -> str:
+def state_dir() -> str:
+    """The login user's own folder of server records, beside Sleuth's ledger:
+    $XDG_STATE_HOME/sleuth/servers, else ~/.local/state/sleuth/servers. A state folder, not
+    the runtime one: a record must outlive the login that launched a detached server (the
+    runtime folder goes when the user's last session ends) and keep its log for a person."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "sleuth", "servers")
+
+
+def untrusted(st: os.stat_result, own: bool) -> str | None:
+    """Why a folder or file someone else could change is not to be trusted, or None.
+    `own`: it must be the login user's (a record folder, a record); otherwise (a folder above
+    them) root's will do, and root's sticky folders (/tmp) too, where no one else can rename
+    what is ours: the rule sshd's StrictModes applies to ~/.ssh."""
+    uid = os.geteuid()
+    if st.st_uid != uid and (own or st.st_uid != 0):
+        return f"owned by uid {st.st_uid}, not by the login user (uid {uid})"
+    sticky = st.st_uid == 0 and not own and st.st_mode & stat.S_ISVTX
+    if st.st_mode & 0o022 and not sticky:
+        return f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def _above(folder: str) -> list[str]:
+    """Every folder a lookup of `folder` passes through: its parents as written and as
+    resolved (a link in the path is changed by whoever can write the folder holding it)."""
+    found: list[str] = []
+    for path in (os.path.abspath(folder), os.path.realpath(folder)):
+        parent = os.path.dirname(path)
+        while parent not in found:
+            found.append(parent)
+            parent = os.path.dirname(parent)
+    return found
+
+
+def checked_state_dir(create: bool = False) -> str | None:
+    """The state folder once it and every folder above it are checked; None when it does not
+    exist and `create` is false. Refused (UNSAFE) when someone else could write any of them."""
+    folder = state_dir()
+    if create:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return None
+    why = untrusted(st, own=True) if stat.S_ISDIR(st.st_mode) else "not a folder (a link?)"
+    fix = f"remove it, so Sleuth makes it anew, or make it yours alone (chmod 700 {folder})"
+    if why is None:
+        for parent in _above(folder):
+            why = untrusted(os.stat(parent), own=False)
+            if why is not None:
+                why = f"below {parent}, which is {why}"
+                fix = f"chmod go-w {parent}"
+                break
+    if why is not None:
+        raise Refused(
+            f"the server record folder {folder} is {why}: someone else could plant records "
+            f"there, so Sleuth reads none of it. Fix: {fix}",
+            UNSAFE,
+        )
+    return folder
+
+
+def server_dir(server_id: str, create: bool = False) -> str:
     if not isinstance(server_id, str) or not SERVER_ID.match(server_id):
         raise Refused(f"server id {server_id!r} is not of the form srv-YYYYMMDD-HHMMSS-xxxxxx")
-    return os.path.join(STATE_DIR, server_id)
+    folder = checked_state_dir(create)
+    if folder is None:
+        gone = f"no server {server_id} on this host (no folder {state_dir()})"
+        raise Refused(gone + _old(server_id))
+    return os.path.join(folder, server_id)
+
+
+def _old(server_id: str) -> str:
+    if not os.path.lexists(os.path.join(OLD_STATE_DIR, server_id)):
+        return ""
+    return (
+        f"; {OLD_STATE_DIR}/{server_id}, where Sleuth once kept records, is not read: anyone "
+        "can write that folder. If that server is yours, end it by its pid"
+    )
 
 
 def read_record(server_id: str) -> dict[str, Any]:
-    path = os.path.join(server_dir(server_id), "record.json")
+    """The record, once its folder and file are the login user's alone. The paths it names
+    are its own folder's, whatever it says: a record is never a way to another file."""
+    folder = server_dir(server_id)
+    path = os.path.join(folder, "record.json")
     try:
-        with open(path) as fh:
-            record: dict[str, Any] = json.load(fh)
-            return record
+        st = os.lstat(folder)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise Refused(f"no server {server_id} on this host (no {path})") from None
+        raise Refused(f"no server {server_id} on this host (no {path}){_old(server_id)}") from None
+    except OSError as exc:  # ELOOP: record.json is a link
+        said = f"the record {path} cannot be opened safely ({exc}); it is ignored"
+        raise Refused(said, UNSAFE) from None
+    with os.fdopen(fd) as fh:
+        here = os.fstat(fh.fileno())
+        why = untrusted(st, own=True) if stat.S_ISDIR(st.st_mode) else "not a folder"
+        where = folder
+        if why is None:
+            why = untrusted(here, own=True) if stat.S_ISREG(here.st_mode) else "not a file"
+            where = path
+        if why is not None:
+            said = f"{where} is {why}: someone else could have written it, so it is ignored"
+            raise Refused(said, UNSAFE)
+        try:
+            record = json.load(fh)
+        except ValueError as exc:
+            raise Refused(f"the record {path} is not JSON ({exc}); it is ignored", UNSAFE) from None
+    ids = [record.get(k) if isinstance(record, dict) else None for k in ("pid", "pgid")]
+    if not all(isinstance(n, int) and n > 1 for n in ids):
+        said = f"the record {path} names no server process (pid, pgid); it is ignored"
+        raise Refused(said, UNSAFE)
+    record.update(
+        id=server_id,
+        dir=folder,
+        log=os.path.join(folder, "server.log"),
+        exit_file=os.path.join(folder, "exit_code"),
+    )
+    return dict(record)
 
 
 def write_record(record: dict[str, Any]) -> None:
     path = os.path.join(server_dir(record["id"]), "record.json")
-    with open(path + ".tmp", "w") as fh:
-        json.dump(record, fh)
-    os.replace(path + ".tmp", path)
+    _write_private(path, json.dumps(record))
+
+
+def _write_private(path: str, text: str) -> None:
+    """`text` into `path` by a rename, as a file only the login user can read (0600)."""
+    tmp = path + ".tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def port_open(port: int) -> bool:
@@ -129,7 +251,7 @@ def process_table() -> dict[int, dict[str, Any]]:
             with open(f"/proc/{name}/stat") as fh:
                 head, _, rest = fh.read().rpartition(")")
             with open(f"/proc/{name}/cmdline", "rb") as fh:
-                cmd = fh.read(400).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+                cmd = command_line(fh.read(CMD_BYTES + 1))
         except OSError:
             continue
         fields = rest.split()
@@ -144,6 +266,15 @@ def process_table() -> dict[int, dict[str, Any]]:
             "cmd": cmd or head.partition("(")[2],
         }
     return table
+
+
+def command_line(raw: bytes) -> str:
+    """A process's command line as text; past CMD_BYTES, cut before the word the cut went
+    through, so no part of a secret in it (a URL's password) is left to show."""
+    text = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    if len(raw) <= CMD_BYTES:
+        return text
+    return text[:CMD_BYTES].rpartition(" ")[0] + " [cut]"
 
 
 def server_processes(record: dict[str, Any], table: dict[int, dict[str, Any]]) -> list[int]:
@@ -194,11 +325,9 @@ def remember(record: dict[str, Any], pids: list[int], table: dict[int, dict[str,
     """Keep the server's processes seen so far, so a later stop still finds an orphan."""
     known = remembered(record)
     known.update({pid: table[pid]["start"] for pid in pids if pid in table})
-    path = os.path.join(record.get("dir", ""), "processes.json")
+    path = os.path.join(record["dir"], "processes.json")
     with contextlib.suppress(OSError):
-        with open(path + ".tmp", "w") as fh:
-            json.dump({str(k): v for k, v in known.items()}, fh)
-        os.replace(path + ".tmp", path)
+        _write_private(path, json.dumps({str(k): v for k, v in known.items()}))
 
 
 def live_processes(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -281,8 +410,7 @@ def cmd_start(arg: dict[str, Any]) -> dict[str, Any]:
             "it. Pick a free port, or stop that server first",
             kind="port_in_use",
         )
-    os.makedirs(STATE_DIR, mode=0o700, exist_ok=True)
-    folder = server_dir(arg["id"])
+    folder = server_dir(arg["id"], create=True)
     os.mkdir(folder, 0o700)
     log = os.path.join(folder, "server.log")
     exit_file = os.path.join(folder, "exit_code")
@@ -440,17 +568,20 @@ def cmd_list(arg: dict[str, Any]) -> dict[str, Any]:
     ended records left out. Records are kept (their logs are for a person to read), so a busy
     host has thousands: one left out costs a record read and a /proc read, nothing more."""
     limit = max(0, int(arg.get("limit", LIST_LIMIT)))
-    try:
-        names = [n for n in os.listdir(STATE_DIR) if SERVER_ID.match(n)]
-    except FileNotFoundError:
-        names = []
+    folder = checked_state_dir()
+    names = [n for n in os.listdir(folder) if SERVER_ID.match(n)] if folder else []
     servers: list[dict[str, Any]] = []
+    ignored: list[dict[str, str]] = []
     ended = older = 0
     for name in sorted(names, reverse=True):  # an id begins with its start time: newest first
         try:
             record = read_record(name)
             alive = is_alive(record)
-        except (Refused, ValueError, KeyError, TypeError):
+        except Refused as exc:
+            ignored.append({"id": name, "why": str(exc)})
+            continue
+        except (ValueError, KeyError, TypeError) as exc:
+            ignored.append({"id": name, "why": f"unreadable record ({type(exc).__name__})"})
             continue
         if not alive:
             if ended >= limit:
@@ -466,7 +597,13 @@ def cmd_list(arg: dict[str, Any]) -> dict[str, Any]:
             }
         )
     servers.reverse()
-    return {"servers": servers, "older": older, "now": time.time()}
+    return {
+        "servers": servers,
+        "older": older,
+        "now": time.time(),
+        "folder": state_dir(),
+        "ignored": ignored,
+    }
 
 
 def cmd_log(arg: dict[str, Any]) -> dict[str, Any]:

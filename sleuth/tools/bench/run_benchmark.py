@@ -9,20 +9,24 @@ through an SSH port forward when the host is remote, and records the round trip.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
+from sleuth.errors import ErrorKind
 from sleuth.hosts.host import LocalHost, read_whole
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import SECRET_RUNNER, program, with_secrets
 from sleuth.tools.bench.bench_input import RunBenchmarkInput, loadgen_args
 from sleuth.tools.bench.metrics import summarise
-from sleuth.tools.bench.models import BenchRun, Dist
+from sleuth.tools.bench.models import BenchReport, BenchRun, Dist
 from sleuth.tools.bench.port_forward import reach
 from sleuth.tools.bench.render import render_text
 from sleuth.tools.bench.traces import (
@@ -34,6 +38,7 @@ from sleuth.tools.bench.traces import (
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import tool
 from sleuth.tools.results import ToolError
+from sleuth.transcripts.redact import clean_cut, redact, redact_data, register_secret
 from sleuth.transcripts.results import ToolResult
 
 
@@ -65,6 +70,7 @@ def benchmark(
     and never in the tool's input, so no transcript or model sees them."""
     host = ctx.host(args.host)
     started = time.monotonic()
+    args, headers = _credentials_off_url(args, headers or {})
     args = _resolved(host, args)
     trace = _trace(host, args)
     # Both travel on stdin: headers are secret, and a trace's rows can run to megabytes.
@@ -75,8 +81,9 @@ def benchmark(
         rtt = None
     else:
         raw, argv, rtt = _run_local(host, args, secrets or None, rows, ctx.traceparent)
+    raw = _redacted(raw)
     path = _save(raw, ctx.results_dir, args.host)
-    report = summarise(raw.splitlines(), args.slo(), percentiles=args.percentiles)
+    report = _summary(raw, args)
     run = BenchRun(
         host=args.host, where=args.where, jsonl=str(path), round_trip_ms=rtt, report=report
     )
@@ -87,6 +94,66 @@ def benchmark(
         argv=[argv],
         duration_s=time.monotonic() - started,
     )
+
+
+def _summary(raw: bytes, args: RunBenchmarkInput) -> BenchReport:
+    """The run's metrics; records of another shape (a load generator of another version, a
+    host python that prints more) are a ToolError naming the host and the program."""
+    try:
+        return summarise(raw.splitlines(), args.slo(), percentiles=args.percentiles)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # ValidationError too
+        raise ToolError(
+            f"loadgen.py on host {args.host!r} wrote records Sleuth cannot read "
+            f"({type(exc).__name__}: {clean_cut(str(exc)[:200])}); its interpreter may not "
+            f"be a plain Python: pass python= the engine's virtualenv python",
+            ErrorKind.HOST,
+        ) from None
+
+
+def _credentials_off_url(
+    args: RunBenchmarkInput, headers: dict[str, str]
+) -> tuple[RunBenchmarkInput, dict[str, str]]:
+    """`http://user:pass@127.0.0.1:PORT` as the endpoint without its credentials and an
+    Authorization header (unless one is given): the header travels on stdin, so the password
+    is on no command line, in no record and in no URL a server error quotes back."""
+    parts = urlsplit(args.endpoint)
+    if parts.username is None and parts.password is None:
+        return args, headers
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    for value in (password, token):
+        register_secret(value)
+    netloc = f"{parts.hostname}:{parts.port}"
+    bare = args.model_copy(update={"endpoint": urlunsplit(parts._replace(netloc=netloc))})
+    return bare, {"Authorization": f"Basic {token}", **headers}
+
+
+def _redacted(raw: bytes) -> bytes:
+    """The load generator's records as they may be kept and shown: each one redacted as data
+    (a server's error may quote a key or header back), before anything reads or saves them."""
+    out = []
+    for line in raw.decode(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            out.append(redact(line))
+            continue
+        out.append(json.dumps(_redacted_record(record), separators=(",", ":")))
+    return ("\n".join(out) + "\n").encode()
+
+
+def _redacted_record(record: Any) -> Any:
+    """`redact_data` of a record, less its lists of numbers (chunk times: most of its size,
+    and no text), which are kept as they are."""
+    if not isinstance(record, dict):
+        return redact_data(record)
+    numbers = {
+        k: v
+        for k, v in record.items()
+        if isinstance(v, list) and all(isinstance(x, int | float) for x in v)
+    }
+    rest = redact_data({k: v for k, v in record.items() if k not in numbers})
+    return {**rest, **numbers} if isinstance(rest, dict) else rest
 
 
 def _resolved(host: SandboxedHost, args: RunBenchmarkInput) -> RunBenchmarkInput:
@@ -227,5 +294,8 @@ def _save(raw: bytes, folder: Path, host: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     path = folder / f"bench-{stamp}-{host}.jsonl"
-    path.write_bytes(raw)
+    # Only its owner reads a run's records (they hold the server's answers).
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(raw)
     return path.resolve()

@@ -14,16 +14,29 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from sleuth.errors import ErrorKind
 from sleuth.hosts.host import HostError, LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import checkpoint_probe as probe
 from sleuth.hosts.program import program
 from sleuth.tools.checkpoints.models import CheckpointSummary
+from sleuth.tools.program_run import read_answer, unreadable
 from sleuth.tools.results import ToolError
 
 READ_THREADS = 16
 PROBE_OUTPUT_CAP = 16 * 1024 * 1024
+PROBE = "checkpoint_probe.py"
+
+
+class ProbeAnswer(BaseModel):
+    """checkpoint_probe.py's answer: the summary, or the error it refused with, or a crash."""
+
+    ok: bool = False
+    summary: dict[str, Any] | None = None
+    error: str | None = None
+    crash: str | None = None
 
 
 def summarize(sandboxed: SandboxedHost, model_dir: str) -> CheckpointSummary:
@@ -93,17 +106,21 @@ def _on_host_python(
             + (f": {tail[-1][:200]}" if tail else "")
             + ")"
         )
-    if doc.get("crash"):
-        return f"the checkpoint probe failed on host {sandboxed.name!r}: {doc['crash']}"
-    if not doc.get("ok"):
-        raise ToolError(str(doc.get("error")))
-    raw = doc["summary"]
-    wire = None if via == "local-python" else len(program("checkpoint_probe.py")) + len(run.stdout)
-    return _validated(raw, via, raw["bytes_read"], wire)
+    answer = read_answer(sandboxed.name, PROBE, doc, ProbeAnswer)
+    if answer.crash:
+        return f"the checkpoint probe failed on host {sandboxed.name!r}: {answer.crash}"
+    if not answer.ok:
+        raise ToolError(str(answer.error))
+    raw = answer.summary or {}
+    wire = None if via == "local-python" else len(program(PROBE)) + len(run.stdout)
+    try:
+        return _validated(raw, via, raw.get("bytes_read"), wire)
+    except ValidationError as exc:
+        raise unreadable(sandboxed.name, PROBE, exc) from None
 
 
 def _validated(
-    raw: dict[str, Any], via: str, host_bytes: int, wire: int | None
+    raw: dict[str, Any], via: str, host_bytes: int | None, wire: int | None
 ) -> CheckpointSummary:
     raw = {**raw, "via": via, "bytes_read_on_host": host_bytes, "bytes_over_wire": wire}
     raw.pop("bytes_read", None)

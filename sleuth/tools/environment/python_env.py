@@ -3,13 +3,12 @@ are installed on a host, found without importing them."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from pydantic import BaseModel, Field
 
 from sleuth.tools.context import ToolContext
-from sleuth.tools.program_run import run_or_fail
+from sleuth.tools.program_run import read_answer, run_or_fail
 from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.results import ToolResult
@@ -66,7 +65,7 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
         failed=f"{python} failed",
         hint="; pass python=/path/to/python",
     )
-    env = PythonEnv.model_validate(json.loads(run.stdout))
+    env = read_answer(sandbox.name, "python_env_probe.py", run.stdout, PythonEnv)
     for pkg in env.packages:
         pkg.inside_roots = pkg.path is not None and sandbox.contains(pkg.path)
     lines = [f"{env.python} (Python {env.python_version}) on {args.host}"]

@@ -14,9 +14,12 @@ import json
 import posixpath
 from collections.abc import Sequence
 
+from pydantic import BaseModel
+
 from sleuth.hosts.host import HostError, LocalHost, read_whole
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.program import secret_scan
+from sleuth.tools.program_run import read_answer
 from sleuth.tools.results import ToolError
 from sleuth.transcripts.secret_keys import (
     KEY_ESCAPES,
@@ -55,6 +58,18 @@ STRUCTURED_SUFFIXES = frozenset(
         ".properties",
     ]
 )
+
+
+class ScanEntry(BaseModel):
+    """secret_scan.py's answer for one file: its changed lines, or why it has none."""
+
+    lines: dict[int, str] | None = None
+    error: str | None = None
+
+
+class ScanAnswer(BaseModel):
+    files: dict[str, ScanEntry]
+
 
 Redacted = dict[int, str]
 """Line number -> the line with its by-key secrets replaced; only changed lines."""
@@ -115,18 +130,22 @@ def _on_host(sandbox: SandboxedHost, paths: list[str], timeout: float | None) ->
         run = sandbox.run_program(
             "secret_scan.py", [RULES, *paths], timeout=timeout, max_bytes=64 << 20
         )
-        doc = json.loads(run.stdout) if run.exit_code == 0 and not run.stdout_cut else None
-    except (HostError, ValueError):
+    except HostError:
         return None
-    if not isinstance(doc, dict):
+    if run.exit_code != 0 or run.stdout_cut:
         return None
+    try:
+        doc = json.loads(run.stdout)
+    except ValueError:  # no JSON at all: a python3 that does not work; scanned here
+        return None
+    answer = read_answer(sandbox.name, "secret_scan.py", doc, ScanAnswer)
     out: Scanned = {}
     for path in paths:
-        entry = doc["files"].get(path, {})
-        if "lines" in entry:
-            out[path] = {int(n): text for n, text in entry["lines"].items()}
-        elif entry.get("error") == "too-big":
+        entry = answer.files.get(path, ScanEntry())
+        if entry.lines is not None:
+            out[path] = entry.lines
+        elif entry.error == "too-big":
             out[path] = None if _must_scan(path) else {}
         else:
-            raise ToolError(f"cannot check {path} for secrets: {entry.get('error', 'no answer')}")
+            raise ToolError(f"cannot check {path} for secrets: {entry.error or 'no answer'}")
     return out

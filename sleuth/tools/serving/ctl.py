@@ -2,9 +2,10 @@
 
 The program is sent over the connection and answers each command with one JSON object;
 `ctl(host, command, arg, Answer)` runs it and returns that answer as a typed model. It
-starts a server detached in its own process group with its log in
-/tmp/sleuth-servers/<server_id>/, probes its health on the host's loopback, and stops the
-group.
+starts a server detached in its own process group with its log in the login user's own
+state folder on the host (`$XDG_STATE_HOME/sleuth/servers/<server_id>/`, else
+`~/.local/state/...`), probes its health on the host's loopback, and stops the group. It reads
+only records that no one but the login user could have written.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from sleuth.errors import ErrorKind
 from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.program_run import read_answer
 from sleuth.tools.results import ToolError
+from sleuth.transcripts.redact import clean_cut, redact
 
+UNSAFE = "unsafe_record"
+"""server_ctl's refusal kind for a record, or record folder, that others could write."""
 SERVER_ID_PATTERN = r"^srv-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$"
-STATE_DIR = "/tmp/sleuth-servers"
-"""Where server_ctl keeps a folder per server on the host (its STATE_DIR)."""
 ANSWER_CAP = 4 << 20
 """The most bytes of one answer read from the host; a longer one is an error, never parsed."""
 
@@ -28,7 +32,8 @@ class CtlRefused(ToolError):
     """server_ctl declined a request; `failure` names a launch-failure kind when it is one."""
 
     def __init__(self, message: str, failure: str) -> None:
-        super().__init__(message)
+        # A record or record folder someone else could have written: the sandbox's refusal.
+        super().__init__(message, ErrorKind.POLICY if failure == UNSAFE else None)
         self.failure = failure
 
 
@@ -120,12 +125,22 @@ class Listed(BaseModel):
     ended_at: float | None
 
 
+class IgnoredRecord(BaseModel):
+    """A record server_ctl would not read, and why (someone else could have written it)."""
+
+    id: str
+    why: str
+
+
 class Listing(BaseModel):
     """Every live server and the newest ended ones; `older` ended records are not in it."""
 
     servers: list[Listed]
     now: float
     older: int = 0
+    folder: str = ""
+    """The state folder the records are in, on the host."""
+    ignored: list[IgnoredRecord] = []
 
 
 class LogText(BaseModel):
@@ -177,9 +192,9 @@ def ctl(
     except ValueError:
         out = None
     if not isinstance(out, dict):
-        raise ToolError(
-            f"{where} answered with a line that is not a JSON object: {lines[-1][:200]!r}"
-        )
+        said = redact(lines[-1])  # before the cut: a secret cut short is no longer found
+        said = said if len(said) <= 200 else clean_cut(said[:200]) + "..."
+        raise ToolError(f"{where} answered with a line that is not a JSON object: {said!r}")
     if "error" in out:
         raise CtlRefused(str(out["error"]), str(out.get("kind", "other")))
-    return answer.model_validate(out)
+    return read_answer(host.name, f"server_ctl.py ({command})", out, answer)

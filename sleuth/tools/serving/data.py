@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from sleuth.tools.capacity.launch_check import KvCheck
-from sleuth.tools.serving.ctl import ServerProcess
+from sleuth.tools.serving.ctl import IgnoredRecord, ServerProcess
 from sleuth.tools.serving.diagnose import Diagnosis
 from sleuth.tools.serving.engines import VllmEntry
 from sleuth.tools.serving.preflight import PreflightReport
@@ -136,6 +136,10 @@ class ServerList(BaseModel):
     """Every live server and the newest that ended, oldest first."""
     older_not_shown: int = 0
     """Ended servers older than those, left out; their records stay on the host."""
+    folder: str = ""
+    """Where the records are on the host."""
+    ignored: list[IgnoredRecord] = []
+    """Records not read: someone other than the login user could have written them."""
 
 
 class StopData(BaseModel):

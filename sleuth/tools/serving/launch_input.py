@@ -10,11 +10,12 @@ from collections.abc import Callable
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from sleuth.config import HostConfig
 from sleuth.hosts.host import HostError
 from sleuth.hosts.policy import SandboxedHost, check_arg
+from sleuth.tools.program_run import read_answer
 from sleuth.tools.registry import ToolInput
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.ctl import ReadySpec
@@ -41,6 +42,16 @@ VLLM_ENTRY_CHECK = (
     "'dist':any((d.metadata['Name'] or '').lower()=='vllm' for d in m.distributions()),"
     "'module':u.find_spec('vllm') is not None}))"
 )
+
+
+class EntryCheck(BaseModel):
+    """VLLM_ENTRY_CHECK's answer."""
+
+    script: bool
+    dist: bool
+    module: bool
+
+
 # What engine=command takes from `command` only.
 ENGINE_OPTIONS = ("model_path", "tp", "quantization", "speculative", "mem_fraction", "python")
 
@@ -218,9 +229,10 @@ def vllm_entry(host: SandboxedHost, python: str) -> VllmEntry | Diagnosis:
             "give `python` (the launch input, or the host's `python` in sleuth.toml) as the "
             "full path of the vLLM environment's interpreter",
         )
-    if found["script"] and found["dist"]:
+    check = read_answer(host.name, "the vLLM entry check", found, EntryCheck)
+    if check.script and check.dist:
         return "script"
-    if found["module"]:
+    if check.module:
         return "module"
     headline = f"No module named 'vllm' under {python}"
     return Diagnosis(
@@ -228,7 +240,7 @@ def vllm_entry(host: SandboxedHost, python: str) -> VllmEntry | Diagnosis:
         headline=headline,
         evidence=[
             f"{headline}: importlib.util.find_spec('vllm') is None; {script} "
-            f"{'exists' if found['script'] else 'is missing'}"
+            f"{'exists' if check.script else 'is missing'}"
         ],
         fix=f"install vLLM into the environment of {python}, or give `python` as the "
         "interpreter of the environment that has it (e.g. /opt/vllm/bin/python)",

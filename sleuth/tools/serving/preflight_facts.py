@@ -23,7 +23,7 @@ from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.checkpoints.summarize import summarize
 from sleuth.tools.context import ToolContext
 from sleuth.tools.environment.gpu_info import GPU, query_gpus
-from sleuth.tools.program_run import run_or_fail
+from sleuth.tools.program_run import read_answer, run_or_fail
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.diagnose import Diagnosis
 from sleuth.tools.serving.engines import VllmEntry
@@ -239,7 +239,7 @@ def _probe(host: SandboxedHost, python: str, port: int, model_dir: str | None) -
         not_run=f"{python} does not run",
         failed=f"{python} failed",
     )
-    return HostProbe.model_validate_json(run.stdout)
+    return read_answer(host.name, "python_env_probe.py", run.stdout, HostProbe)
 
 
 def read_source(host: SandboxedHost, path: str) -> list[str] | None:

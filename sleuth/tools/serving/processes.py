@@ -3,13 +3,11 @@ command lines they were started with."""
 
 from __future__ import annotations
 
-import json
-
 from pydantic import BaseModel, Field
 
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.program_run import run_or_fail
+from sleuth.tools.program_run import read_answer, run_or_fail
 from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import cap_output
 from sleuth.transcripts.results import ToolResult
@@ -30,6 +28,23 @@ class ServerProcess(BaseModel):
     argv: list[str]
     flags: list[Flag] = Field(default_factory=list)
     """The arguments after the engine's entry point, as flags and values."""
+
+
+class Found(BaseModel):
+    """One process as server_procs.py reports it."""
+
+    pid: int
+    engine: str
+    argv: list[str]
+    cwd: str | None = None
+    paths: list[str] = Field(default_factory=list)
+    """The absolute paths its arguments name, resolved on the host."""
+
+
+class Scan(BaseModel):
+    """server_procs.py's answer."""
+
+    processes: list[Found]
 
 
 class ServerProcessesInput(ToolInput):
@@ -57,7 +72,8 @@ def server_processes(ctx: ToolContext, args: ServerProcessesInput) -> ToolResult
         not_run=f"{sandbox.config.python} cannot run",
         failed="the process scan failed",
     )
-    found = [_process(raw) for raw in json.loads(run.stdout)["processes"] if _inside(sandbox, raw)]
+    scan = read_answer(sandbox.name, "server_procs.py", run.stdout, Scan)
+    found = [_process(raw) for raw in scan.processes if _inside(sandbox, raw)]
     found.sort(key=lambda p: (p.engine, p.argv))
     text, cut = cap_output(
         _render(args.host, found, sandbox), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
@@ -72,17 +88,15 @@ def server_processes(ctx: ToolContext, args: ServerProcessesInput) -> ToolResult
     )
 
 
-def _inside(sandbox: SandboxedHost, raw: dict[str, object]) -> bool:
-    cwd, paths = raw.get("cwd"), raw.get("paths")
-    places = [cwd] if isinstance(cwd, str) else []
-    places += [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+def _inside(sandbox: SandboxedHost, raw: Found) -> bool:
+    places = ([raw.cwd] if raw.cwd else []) + raw.paths
     return any(sandbox.contains(place) for place in places)
 
 
-def _process(raw: dict[str, object]) -> ServerProcess:
-    process = ServerProcess.model_validate({k: v for k, v in raw.items() if k != "paths"})
-    process.flags = flags_of(process.argv)
-    return process
+def _process(raw: Found) -> ServerProcess:
+    return ServerProcess(
+        pid=raw.pid, engine=raw.engine, cwd=raw.cwd, argv=raw.argv, flags=flags_of(raw.argv)
+    )
 
 
 _ENTRY = ("sglang.launch_server", "vllm.entrypoints")

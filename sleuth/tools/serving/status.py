@@ -19,8 +19,8 @@ from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import cap_output
 from sleuth.tools.serving.ctl import (
     SERVER_ID_PATTERN,
-    STATE_DIR,
     HttpAnswer,
+    IgnoredRecord,
     Listing,
     ServerRecord,
     Status,
@@ -29,6 +29,7 @@ from sleuth.tools.serving.ctl import (
 from sleuth.tools.serving.data import ServerList, ServerStatus, ServerSummary, VllmMetrics
 from sleuth.tools.serving.env_scrub import status_scrubber
 from sleuth.tools.serving.stop import stop_command
+from sleuth.transcripts.redact import clean_cut, redact
 from sleuth.transcripts.results import ToolResult
 
 # What server_status fetches; /server_info is the newer name of SGLang's /get_server_info.
@@ -227,7 +228,7 @@ def render_status(data: ServerStatus) -> str:
             f"STILL ALIVE: {len(data.processes)} of its processes outlived it; stop_server ends "
             "them"
         )
-    lines += [f"  pid {p.pid} (parent {p.ppid}): {p.cmd[:200]}" for p in data.processes]
+    lines += [f"  pid {p.pid} (parent {p.ppid}): {shown_command(p.cmd)}" for p in data.processes]
     if data.models is not None:
         lines.append(f"/v1/models: {data.models}")
     if data.server_info is not None:
@@ -241,6 +242,13 @@ def render_status(data: ServerStatus) -> str:
             )
     lines += [f"log {data.log}, last lines:", data.tail or "(log is empty)"]
     return "\n".join(lines)
+
+
+def shown_command(cmd: str, width: int = 200) -> str:
+    """A process's command line in a status line: redacted BEFORE it is cut (a URL's password
+    cut short has lost the `@host` redaction knows it by), cut before the word it goes through."""
+    shown = redact(cmd)
+    return shown if len(shown) <= width else clean_cut(shown[:width]) + "[cut]"
 
 
 def _render_sglang_info(info: dict[str, Any]) -> list[str]:
@@ -284,19 +292,25 @@ def _list_servers(host: SandboxedHost, ctx: ToolContext) -> ToolResult:
         for s in servers
     ]
     if out.older:
-        lines.append(older_not_shown(out.older))
+        lines.append(older_not_shown(out.older, out.folder))
+    lines += [ignored_line(item) for item in out.ignored]
     text = "\n".join(lines) or f"no servers started by Sleuth on host {host.name!r}"
     text, cut = cap_output(text, ctx.limits.max_output_bytes, ctx.limits.max_output_lines)
     return ToolResult(
         ok=True,
         output=text,
-        data=ServerList(servers=servers, older_not_shown=out.older).model_dump(mode="json"),
+        data=ServerList(
+            servers=servers, older_not_shown=out.older, folder=out.folder, ignored=out.ignored
+        ).model_dump(mode="json"),
         bytes_cut=cut,
     )
 
 
-def older_not_shown(count: int) -> str:
+def older_not_shown(count: int, folder: str) -> str:
     """The line that says a listing left out `count` older ended servers."""
-    return (
-        f"... and {count:,} older ended servers not shown (records under {STATE_DIR} on the host)"
-    )
+    return f"... and {count:,} older ended servers not shown (records under {folder} on the host)"
+
+
+def ignored_line(item: IgnoredRecord) -> str:
+    """The line that names a record the listing would not read."""
+    return f"IGNORED record {item.id}: {item.why}"
