@@ -223,7 +223,11 @@ def main() -> None:
         rows, fresh = _measure(args, base, baseline)
     text = report(rows, args.calls, args.concurrency) if rows else ""
     table, goal = fresh
-    text += ("\n" if text else "") + fleet_command.report(table, goal, args.runs, args.baseline)
+    login_files = None
+    if args.own_shell_hosts:
+        login_files = fleet_command.login_files_at_once(fleet_command.LOGIN_FILES_AT_ONCE)
+    fresh_text = fleet_command.report(table, goal, args.runs, args.baseline, login_files)
+    text += ("\n" if text else "") + fresh_text
     write_results(args.out, text)
 
 

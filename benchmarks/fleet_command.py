@@ -36,6 +36,7 @@ GROUP = "bench"
 COMMAND = ["tool", "read_json", "--hosts", GROUP, "path=models/tiny/config.json", "--json"]
 PHASES = ("total", "start-up", "opening", "call", "exit")
 GOAL_HOSTS, GOAL_S = 64, 10.0
+LOGIN_FILES_AT_ONCE = 16
 COUNTER = 'printf "%s\\n" "$SSH_CONNECTION" >> {log}\n'
 """The empty `~/.bashrc`'s one line: a line per login shell (bash reads it for each command
 sshd runs, and for the SFTP subsystem)."""
@@ -143,7 +144,34 @@ def rows(count: int, bashrc: str, found: dict[str, list[dict[str, float]]]) -> l
     return lines
 
 
-def report(table: list[str], goal: list[tuple[str, float]], runs: int, baseline: str) -> str:
+def login_files_at_once(count: int) -> tuple[float, float]:
+    """Seconds for one `source ~/.bashrc` of the login user's own, and for `count` at once:
+    what the hosts of one machine, all one user, wait on when they open together."""
+
+    def timed(n: int) -> float:
+        began = time.perf_counter()
+        shells = [
+            subprocess.Popen(
+                ["bash", "-c", "source ~/.bashrc"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(n)
+        ]
+        for shell in shells:
+            shell.wait()
+        return time.perf_counter() - began
+
+    return timed(1), timed(count)
+
+
+def report(
+    table: list[str],
+    goal: list[tuple[str, float]],
+    runs: int,
+    baseline: str,
+    login_files: tuple[float, float] | None,
+) -> str:
     against = f", and from `{baseline}`'s `sleuth/` taking turns with it" if baseline else ""
     lines = [
         "### A fleet command from a fresh process",
@@ -155,6 +183,14 @@ def report(table: list[str], goal: list[tuple[str, float]], runs: int, baseline:
         "transcript's timestamps). Exit: hosts closed, interpreter gone. Login shells: counted "
         "by the empty `~/.bashrc` (a line per session); the login user's own start-up files "
         "(root's here: `pyenv init`, and `python3` is pyenv's shim) cannot be counted.",
+        "",
+        "What is one host at a time: root's `~/.bashrc` here runs `pyenv init -`, whose "
+        "`pyenv rehash` takes one lock file in `~/.pyenv/shims`, so every login shell of the "
+        "machine waits for the one before it (the line under the tables). Every alias here is "
+        "the one machine and the one user; a real fleet's hosts each have their own. Sleuth's "
+        "part is how many login shells a host starts before the first call: one (its program, "
+        "which also resolves the roots), where it started three (a timed `true`, an SFTP "
+        "session and the program; `sleuth hosts --check` still times the first two).",
         "",
         "| hosts | remote `~/.bashrc` | sleuth | fresh command s | start-up s | opening s "
         "| call s | exit s | login shells per host |",
@@ -170,6 +206,13 @@ def report(table: list[str], goal: list[tuple[str, float]], runs: int, baseline:
             f"| a fresh command over {GOAL_HOSTS} hosts in ≤ {GOAL_S:.0f} s ({what}) | "
             f"{seconds:.2f} s | {verdict} |"
         )
+    if login_files is not None:
+        one, many = login_files
+        lines += [
+            "",
+            f"The login user's own `~/.bashrc` here, sourced as sshd's bash does: one "
+            f"{one:.2f} s, {LOGIN_FILES_AT_ONCE} at once {many:.2f} s.",
+        ]
     return "\n".join(lines) + "\n"
 
 
