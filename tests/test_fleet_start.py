@@ -26,7 +26,7 @@ import pytest
 from tests.sshd import SSHServer, missing_reason
 
 HOSTS = 8
-HOLD_S = 2.0
+HOLD_S = 3.0
 LOGGER = """\
 if [ "$SHLVL" = 1 ]; then
   port=${{SSH_CONNECTION#* }}; port=${{port%% *}}
