@@ -1,6 +1,8 @@
-"""Fleet calls at scale: one read-only tool on 16, 64 and 256 hosts at once.
+"""Fleet calls at scale: one read-only tool on 16, 64 and 256 hosts at once, and a fleet
+command from a fresh process (`fleet_command.py`).
 
     python -m benchmarks.fleet [--hosts 16 64 256] [--calls 5] [--concurrency 64]
+                               [--runs 3] [--own-shell-hosts 16 64] [--baseline REV]
                                [--out benchmarks/results/fleet.md]
 
 The fleet is one throwaway sshd on 127.0.0.1 (tests/sshd.py) and N aliases to it in a
@@ -35,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import write_results
+from benchmarks import fleet_command, write_results
 from tests.sshd import SSHServer, missing_reason
 
 GROUP = "bench"
@@ -195,10 +197,16 @@ def report(rows: list[Any], calls: int, concurrency: int) -> str:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--fresh-child"]:  # the fresh command itself, in its own process
+        fleet_command.child(Path(sys.argv[2]), sys.argv[4:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[16, 64, 256])
-    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=5, help="0: the fresh command only")
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--runs", type=int, default=3, help="fresh commands per row")
+    parser.add_argument("--own-shell-hosts", type=int, nargs="*", default=[16, 64])
+    parser.add_argument("--baseline", help="a git revision whose sleuth/ also runs the command")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/fleet.md"))
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -209,19 +217,53 @@ def main() -> None:
         raise SystemExit(reason)
     with tempfile.TemporaryDirectory(prefix="sleuth-fleet-") as tmp:
         base = Path(tmp)
-        with SSHServer.create(base / "sshd") as server:
-            rows = []
-            for count in args.hosts:
-                row = run_size(server, base, count, args.calls, args.concurrency)
-                rows.append(row)
-                print(
-                    f"{count} hosts: startup {row['startup_s']:.2f} s, python_env p95 "
-                    f"{pct(row['walls']['python_env'], 0.95):.2f} s, peak RSS "
-                    f"{row['peak_rss_mib']:.0f} MiB",
-                    flush=True,
-                )
-    text = report(rows, args.calls, args.concurrency)
+        baseline = None
+        if args.baseline:
+            baseline = fleet_command.baseline_tree(args.baseline, base / "baseline")
+        rows, fresh = _measure(args, base, baseline)
+    text = report(rows, args.calls, args.concurrency) if rows else ""
+    table, goal = fresh
+    login_files = None
+    if args.own_shell_hosts:
+        login_files = fleet_command.login_files_at_once(fleet_command.LOGIN_FILES_AT_ONCE)
+    fresh_text = fleet_command.report(table, goal, args.runs, args.baseline, login_files)
+    text += ("\n" if text else "") + fresh_text
     write_results(args.out, text)
+
+
+def _measure(
+    args: argparse.Namespace, base: Path, baseline: Path | None
+) -> tuple[list[Any], tuple[list[str], list[tuple[str, float]]]]:
+    rows: list[Any] = []
+    table: list[str] = []
+    goal: list[tuple[str, float]] = []
+    kinds = [("empty", True, args.hosts), ("the login user's own", False, args.own_shell_hosts)]
+    for bashrc, clean, sizes in kinds:
+        if not sizes:
+            continue
+        with SSHServer.create(base / f"sshd-{clean}", clean_shell=clean) as server:
+            log = fleet_command.counted_bashrc(server.home, base / "shells.log") if clean else None
+            for count in sizes:
+                if clean and args.calls:
+                    rows.append(run_size(server, base, count, args.calls, args.concurrency))
+                    _said(rows[-1])
+                work = build(base / f"fresh-{clean}-{count}", server, count)
+                found = fleet_command.measure(work, args.runs, log, baseline)
+                table += fleet_command.rows(count, bashrc, found)
+                print(table[-1], flush=True)
+                if count == fleet_command.GOAL_HOSTS:
+                    total = statistics.median(r["total"] for r in found["this tree"])
+                    goal.append((f"`~/.bashrc`: {bashrc}", total))
+    return rows, (table, goal)
+
+
+def _said(row: Any) -> None:
+    print(
+        f"{row['hosts']} hosts: startup {row['startup_s']:.2f} s, python_env p95 "
+        f"{pct(row['walls']['python_env'], 0.95):.2f} s, peak RSS "
+        f"{row['peak_rss_mib']:.0f} MiB",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from sleuth.tools.serving.diagnose import Diagnosis
 from sleuth.tools.serving.preflight import PreflightReport
 from sleuth.transcripts.events import Finding, SessionStatus, Totals
 from sleuth.transcripts.results import ToolResult
+from sleuth.transcripts.seal import Signing
 from sleuth.transcripts.verify import OUTPUT_SCHEMA_VERSION, VerifyReport
 
 
@@ -40,6 +41,10 @@ class AskOutput(BaseModel):
     totals: Totals
     cost_tracked: bool = Field(description="False when the model has no known price.")
     transcript: str = Field(description="The transcript this run wrote.")
+    signing: Signing = Field(
+        description="Who signed the transcript (key and principals), or that it is not "
+        "signed and why."
+    )
 
 
 class ToolOutput(ToolResult):

@@ -247,3 +247,34 @@ def test_each_refusal_is_named_in_the_complaint(
         assert check["line"] == number and f"(line {number})" in complaint["content"]
     (kept,) = result.findings  # never mended: kept, marked ungrounded, the reason recorded
     assert not kept.grounded and kept.evidence[0].failure == reason
+
+
+def test_a_long_quote_cut_inside_its_only_word_is_refused_as_cut_and_mended_whole(
+    root: Path, ctx: ToolContext, tmp_path: Path
+) -> None:
+    # One word of 34 characters, quoted as its first 31: long enough to be trimmed, and nothing
+    # is left once the cut word goes. The refusal must name that rule (not "too short") so the
+    # mend quotes the whole word.
+    word = "Qwen3_5MoeForConditionalGeneration"
+    (root / "qwen.json").write_text(json.dumps({"architectures": [word]}, indent=2))
+    cut = word[:31]
+    script = [
+        message(tool_use("toolu_q", "read_json", host="local", path="qwen.json")),
+        message(finding("toolu_f", "It is Qwen3.5 MoE.", [("toolu_q", cut)])),
+        message(finding("toolu_g", "It is Qwen3.5 MoE.", [("toolu_q", word)], mends="toolu_f")),
+        message(text("done")),
+    ]
+    result, events, api = investigate(lambda body, i: script[i], ctx, tmp_path)
+    complaint = told(api, "toolu_f")
+    assert complaint["is_error"] is True
+    assert f"\n- {Refusal.CUT_IN_WORD}: " in complaint["content"]
+    assert "cut inside a word, and too short after trimming" in complaint["content"]
+    assert "nothing is left" in complaint["content"]
+    assert "too short to ground anything" not in complaint["content"]
+    number = int(line_of(shown(api.bodies()[1], "toolu_q"), word).split("|", 1)[0])
+    assert f"(line {number})" in complaint["content"]
+    answered = next(e for e in events if isinstance(e, ToolExecuted) and e.call_id == "toolu_f")
+    (check,) = answered.result.data["quotes"]
+    assert check["failure"] == Refusal.CUT_IN_WORD and check["line"] == number
+    (kept,) = result.findings  # the mend quoting the whole word grounds
+    assert kept.grounded and told(api, "toolu_g")["is_error"] is False

@@ -400,3 +400,40 @@ def test_the_readmes_openssh_only_commands_work_as_printed(
     exported = tmp_path / "exported"
     sleuth(project, "verify", str(path), "--export-head", str(exported))
     assert (tmp_path / "head").read_bytes() == exported.read_bytes()
+
+
+def test_ask_json_says_who_signed_the_transcript_or_why_none_did(
+    tmp_path: Path, alice: Key
+) -> None:
+    signers = allow(tmp_path, [("alice@example.com", alice)])
+    extra = f'allowed_signers = "{signers}"\n'
+    signed = demo_project(tmp_path / "signed", alice, extra)
+    result, path = ask(signed, "--json")
+    signing = json.loads(result.stdout)["signing"]
+    assert signing == {
+        "signed": True,
+        "key_type": "ssh-ed25519",
+        "fingerprint": alice.fingerprint(),
+        "source": str(alice.private),
+        "principals": ["alice@example.com"],
+        "principals_note": None,
+        "why_not": None,
+    }
+    code, report = verified(signed, path)  # verify names the same signer
+    (signer,) = report["signers"]
+    assert code == 0 and (signer["fingerprint"], signer["principals"]) == (
+        signing["fingerprint"],
+        signing["principals"],
+    )
+    bob = make_key(tmp_path, "ed25519", "bob")  # an agent's key that no allowed_signers names
+    plain = demo_project(tmp_path / "plain")
+    with agent_holding(tmp_path, bob):
+        by_agent = json.loads(ask(plain, "--json")[0].stdout)["signing"]
+        refused = json.loads(ask(plain, "--json", "--no-sign")[0].stdout)["signing"]
+    assert by_agent["signed"] and by_agent["source"] == "ssh-agent"
+    assert by_agent["fingerprint"] == bob.fingerprint() and by_agent["principals"] == []
+    assert "no allowed_signers file" in by_agent["principals_note"]
+    assert refused["signed"] is False and refused["fingerprint"] is None
+    assert "--no-sign" in refused["why_not"]
+    unsigned = json.loads(ask(plain, "--json")[0].stdout)["signing"]  # no agent, no [sign] key
+    assert unsigned["signed"] is False and "no SSH key" in unsigned["why_not"]

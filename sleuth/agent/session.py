@@ -83,7 +83,9 @@ def versions() -> dict[str, str]:
 def describe_hosts(ctx: ToolContext) -> list[HostInfo]:
     """Each host as resolved; an SSH host that cannot be reached says why in its address.
     Hosts are reached concurrently (`[fleet] concurrency` at once): this is where a run
-    connects to each host, once, and the connection is reused by every call after it."""
+    connects to each host, once, and the connection is reused by every call after it. Each
+    host starts one process here, Sleuth's program, which resolves the roots too: every
+    process started over SSH runs the login shell's start-up files first."""
     names = list(ctx.hosts)
     with ThreadPoolExecutor(max(1, min(ctx.fleet.concurrency, len(names)))) as pool:
         return list(pool.map(lambda name: _describe(ctx, name), names))
@@ -99,7 +101,7 @@ def _describe(ctx: ToolContext, name: str) -> HostInfo:
         ssh=sandbox.config.ssh or "",
     )
     try:
-        facts = sandbox.host.describe()
+        facts = sandbox.host.identify()
     except HostError as exc:
         info.address = f"unreachable: {exc}"
         return info
@@ -107,15 +109,8 @@ def _describe(ctx: ToolContext, name: str) -> HostInfo:
     if facts.address:  # this machine has none, and keeps its name
         info.address = f"{facts.user}@{facts.address}"
         info.fingerprint = facts.host_key_fingerprint
-    info.real_roots = [_real(sandbox.host.realpath, root) for root in info.roots]
+    info.real_roots = sandbox.roots_as_resolved()
     return info
-
-
-def _real(realpath: Callable[[str], str], root: str) -> str:
-    try:
-        return realpath(root)
-    except HostError:
-        return root
 
 
 def host_groups(ctx: ToolContext) -> dict[str, list[str]]:

@@ -35,14 +35,14 @@ from sleuth.cli.common import (
     say,
     select_or_exit,
 )
-from sleuth.cli.sealing import say_warnings
+from sleuth.cli.sealing import say_warnings, signing_of
 from sleuth.cli.servers_cmd import launched_by_run, print_left_running
 from sleuth.cli.shared_options import EVERY_OPTION, SharedOptions, shared_options
 from sleuth.config import ConfigError, ModelPrice, Provider, Settings, ToolChoice
 from sleuth.outputs import AskOutput
 from sleuth.tools.context import ToolContext
 from sleuth.transcripts.controls import shown
-from sleuth.transcripts.seal import Seal
+from sleuth.transcripts.seal import Seal, Signing
 
 EXIT_FOR_STATUS = {
     "answered": EXIT_OK,
@@ -170,7 +170,8 @@ def ask(
     result = _investigate(
         question, brain, ctx, settings, opts.transcripts, view, mode, seal, export
     )
-    show(result, brain.name, opts.as_json, cost_tracked=note is None)
+    signing = signing_of(seal, settings)
+    show(result, brain.name, opts.as_json, signing, cost_tracked=note is None)
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
 
 
@@ -237,7 +238,9 @@ def _flag_price(price_input: float | None, price_output: float | None) -> ModelP
     )
 
 
-def show(result: RunResult, brain: str, as_json: bool, cost_tracked: bool = True) -> None:
+def show(
+    result: RunResult, brain: str, as_json: bool, signing: Signing, cost_tracked: bool = True
+) -> None:
     supported = result.status != "unsupported"
     if as_json:
         print_json(
@@ -250,6 +253,7 @@ def show(result: RunResult, brain: str, as_json: bool, cost_tracked: bool = True
                 totals=result.totals,
                 cost_tracked=cost_tracked,
                 transcript=result.transcript,
+                signing=signing,
             )
         )
         return

@@ -44,7 +44,7 @@ from sleuth.cli.common import (
     print_json,
     say,
 )
-from sleuth.cli.sealing import say_warnings
+from sleuth.cli.sealing import say_warnings, signing_of
 from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL, Settings
 from sleuth.outputs import ReplayOutput
@@ -214,5 +214,5 @@ def resume_cmd(
     finally:
         ctx.close()
         say_warnings(warnings)
-    show(result, inv.brain.name, opts.as_json)
+    show(result, inv.brain.name, opts.as_json, signing_of(seal, settings))
     raise typer.Exit(EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))

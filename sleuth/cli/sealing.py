@@ -10,17 +10,20 @@ say_warnings(inv.writer.warnings)                         # what could not be si
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from sleuth.cli.common import EXIT_USAGE, fail, say
 from sleuth.config import Settings
 from sleuth.transcripts.ledger import ledger_path
-from sleuth.transcripts.seal import Seal
+from sleuth.transcripts.seal import Seal, Signing
 from sleuth.transcripts.sign import SigningKeyError
 
 NO_KEY = (
     "not signing the transcript: no SSH key (load one into ssh-agent, or set [sign] key in "
     "sleuth.toml); `sleuth verify` will call it integrity only"
 )
+
+NO_SIGN = "not signing the transcript: --no-sign was given"
 
 
 def seal_for(settings: Settings, no_sign: bool, quiet: bool) -> Seal:
@@ -40,9 +43,16 @@ def seal_for(settings: Settings, no_sign: bool, quiet: bool) -> Seal:
             line = f"signing the transcript with {describe(signer)}"
     if not quiet and not no_sign:
         say(line)
-    return Seal(signer, ledger_path(settings.ledger.path))
+    unsigned = None if signer is not None else NO_SIGN if no_sign else NO_KEY
+    return Seal(signer, ledger_path(settings.ledger.path), unsigned=unsigned)
 
 
 def say_warnings(warnings: list[str]) -> None:
     for warning in warnings:
         say(f"warning: {warning}")
+
+
+def signing_of(seal: Seal, settings: Settings) -> Signing:
+    """Who signed the run, for `--json`; principals from `[sign] allowed_signers`."""
+    allowed = settings.sign.allowed_signers
+    return seal.signing(Path(allowed).expanduser() if allowed else None)

@@ -138,8 +138,13 @@ class Host(Protocol):
         `python`. NoProgram where there is none: files are then read with POSIX tools."""
         ...
 
+    def identify(self) -> HostFacts:
+        """Connect if needed and report address, identity and keys: no latency measured,
+        nothing run but what the file tools need (a run's start, once per host)."""
+        ...
+
     def describe(self) -> HostFacts:
-        """Connect if needed and report address, identity, keys and latency."""
+        """`identify`, with the latency of a command and of a file stat measured."""
         ...
 
     def transport(self) -> paramiko.Transport | None:
@@ -290,9 +295,12 @@ class LocalHost:
     ) -> Answer:
         raise NoProgram(f"host {self.name!r} is this machine: its tools run as local processes")
 
-    def describe(self) -> HostFacts:
+    def identify(self) -> HostFacts:
         """Nothing to resolve or verify: this machine has no address, key or link."""
         return HostFacts(address="", file_access="local", call_mode="local")
+
+    def describe(self) -> HostFacts:
+        return self.identify()
 
     def transport(self) -> None:
         return None

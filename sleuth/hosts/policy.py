@@ -17,7 +17,7 @@ from sleuth.errors import ErrorKind, ToolError
 from sleuth.hosts.host import Host, HostError, RunResult
 from sleuth.hosts.program import SECRET_RUNNER, program, with_secrets
 from sleuth.hosts.rooted import SERVED, RootedFiles
-from sleuth.hosts.wire import Refusal
+from sleuth.hosts.wire import ProgramTimeout, Refusal
 
 
 class PolicyError(ToolError):
@@ -56,6 +56,20 @@ class SandboxedHost:
     def real_roots(self) -> list[str]:
         """The configured roots as the host resolves them. A root that is a symlink is refused."""
         return [real for _, real in self._root_pairs()]
+
+    def roots_as_resolved(self) -> list[str]:
+        """Each configured root as the host resolves it (as written where it is missing): a
+        run's header. One request to the host's program, or without one a realpath each."""
+        try:
+            return [real or root for root, _, real in self.files.roots(self.config.roots)]
+        except (HostError, ProgramTimeout):
+            return [self._realpath_or_same(root) for root in self.config.roots]
+
+    def _realpath_or_same(self, root: str) -> str:
+        try:
+            return self.host.realpath(root)
+        except HostError:
+            return root
 
     def _root_pairs(self) -> list[tuple[str, str]]:
         """(as configured, as resolved) for each root that exists."""

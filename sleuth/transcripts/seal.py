@@ -20,9 +20,20 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
+from sleuth.transcripts.allowed_signers import AllowedSignersError, read_allowed_signers
 from sleuth.transcripts.events import ErrorEvent, SignatureEvent
 from sleuth.transcripts.ledger import LedgerEntry, LedgerError, append_entry
-from sleuth.transcripts.sign import Signer, SigningKeyError, fingerprint, head_bytes, sign
+from sleuth.transcripts.sign import (
+    NAMESPACE,
+    Signer,
+    SigningKeyError,
+    fingerprint,
+    head_bytes,
+    key_type,
+    sign,
+)
 from sleuth.transcripts.store import Head
 
 SIGNING = "sign"
@@ -34,12 +45,56 @@ def detached_path(transcript: Path) -> Path:
     return transcript.with_name(transcript.name + ".sig")
 
 
+class Signing(BaseModel):
+    """Who signed a run's transcript, as `--json` tells a program: the key and the principals
+    an allowed_signers file gives it, or that it is not signed, and why."""
+
+    signed: bool = Field(description="True when every turn and the end were signed.")
+    key_type: str | None = Field(None, description="ssh-ed25519, ecdsa-sha2-nistp256, ssh-rsa...")
+    fingerprint: str | None = Field(None, description="`SHA256:...` of the key that signed.")
+    source: str | None = Field(None, description="ssh-agent, or the key file signed with.")
+    principals: list[str] = Field(
+        default_factory=list,
+        description="Who the key is, by `[sign] allowed_signers` (as `sleuth verify` checks).",
+    )
+    principals_note: str | None = Field(
+        None, description="Why `principals` is empty: no allowed_signers file, or not in it."
+    )
+    why_not: str | None = Field(
+        None,
+        description="Why it is not signed, or not to its end: no key, --no-sign, or "
+        "the key stopped signing.",
+    )
+
+
 @dataclass
 class Seal:
     signer: Signer | None
     ledger: Path | None
     warnings: list[str] = field(default_factory=list)
     """What could not be signed or recorded, for the command to say after the run."""
+    unsigned: str | None = None
+    """Why the run is not signed, or stopped being: no key, --no-sign, a key that failed."""
+
+    def __post_init__(self) -> None:
+        self._key = self.signer
+
+    def signing(self, allowed_signers: Path | None) -> Signing:
+        """Who signed, for `--json`: the principals from `allowed_signers` if given."""
+        key = self._key
+        if key is None:
+            return Signing(signed=False, why_not=self.unsigned or "no key was given to sign")
+        blob = key.public_blob
+        principals, note = _principals(blob, allowed_signers)
+        return Signing(
+            signed=self.unsigned is None,
+            key_type=key_type(blob),
+            fingerprint=fingerprint(blob),
+            source=key.source,
+            principals=principals,
+            principals_note=note,
+            why_not=self.unsigned,
+        )
 
     def at_turn(self, path: Path, head: Head) -> SignatureEvent | ErrorEvent | None:
         """The event to append at a turn boundary: the head's signature, the reason signing
@@ -52,6 +107,7 @@ class Seal:
         except (SigningKeyError, OSError) as exc:
             message = f"signing stopped: {exc}; the events after seq {head.seq} are not signed"
             self.warnings.append(message)
+            self.unsigned = message
             self.close()
             self.signer = None
             return ErrorEvent(where=SIGNING, message=message)
@@ -71,7 +127,8 @@ class Seal:
                 write_detached(detached_path(path), armored)
                 signed_by = fingerprint(self.signer.public_blob)
             except (SigningKeyError, OSError) as exc:
-                self.warnings.append(f"the end of {path} is not signed: {exc}")
+                self.unsigned = f"the end of {path} is not signed: {exc}"
+                self.warnings.append(self.unsigned)
         if self.ledger is None:
             return
         entry = LedgerEntry(
@@ -91,6 +148,18 @@ class Seal:
     def close(self) -> None:
         if self.signer is not None:
             self.signer.close()
+
+
+def _principals(blob: bytes, allowed_signers: Path | None) -> tuple[list[str], str | None]:
+    if allowed_signers is None:
+        return [], "no allowed_signers file ([sign] allowed_signers) names who this key is"
+    try:
+        principals = read_allowed_signers(allowed_signers).principals_for(blob, NAMESPACE)
+    except AllowedSignersError as exc:
+        return [], str(exc)
+    if not principals:
+        return [], f"the key is not in {allowed_signers} for namespace {NAMESPACE}"
+    return principals, None
 
 
 def write_detached(path: Path, armored: str) -> None:

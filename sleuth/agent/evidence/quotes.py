@@ -158,7 +158,7 @@ def argument_values(raw: Any) -> list[str]:
 def _attempt(parts: list[str], output: Output, quote: str) -> Found:
     for part in parts:
         if not meaningful(part, output.lines):
-            return Found(Refusal.TOO_SHORT, _where(part, output), part=part)
+            return _short(part, output, quote)
     joined = " ".join(parts)
     if len(parts) > 1 and not _long_enough(joined):
         return Found(Refusal.TOO_SHORT, part=joined)
@@ -174,6 +174,23 @@ def _attempt(parts: list[str], output: Output, quote: str) -> Found:
         for chain in _chains(needles, flat, [False] * len(flat.text), whole=True, real=False):
             return Found(Refusal.ECHO, flat.line(chain[0]))
     return _cut(parts, needles, output, quote)
+
+
+def _short(part: str, output: Output, quote: str) -> Found:
+    """A part too short to ground. Found only cut inside a word in a quote long enough to be
+    trimmed, the cut is the rule it broke: trimming left too little (the first 31 characters
+    of one long name leave nothing), and the mend is to quote the whole word."""
+    needle = squeeze(part)
+    short = Found(Refusal.TOO_SHORT, _where(part, output), part=part)
+    if len(quote) < TRIM_FROM or any(flat.find(needle) for flat in output.forms):
+        return short
+    for flat in output.forms:
+        for at in flat.find(needle, whole=False):
+            if flat.splits_number(at, needle):
+                return Found(Refusal.CUT_IN_WORD, flat.line(at), splits_number=True)
+            left = " … ".join(_trimmed([part], [needle], flat, [at]) or [])
+            return Found(Refusal.CUT_IN_WORD, flat.line(at), part=left)
+    return short
 
 
 def _cut(parts: list[str], needles: list[str], output: Output, quote: str) -> Found:

@@ -36,9 +36,7 @@ def refused_quote(found: Found, quote: str, text: str, where: str, line: int | N
             f"{cite}"
         )
     if found.failure == Refusal.CUT_IN_WORD:
-        return f"{quote!r} occurs in {where}{on} only cut inside a word or number; " + (
-            _after_trim(found, text) + cite
-        )
+        return _cut(found, quote, text, f"{where}{on}") + cite
     return (
         f"quote {quote!r} does not occur in {where} (whitespace may differ and `...` may mark "
         "a gap, but the words must be the output's); copy it from the output, or cite the "
@@ -58,14 +56,23 @@ def refused_lines(failure: Refusal, spec: str, where: str, shown: str) -> str:
     )
 
 
-def _after_trim(found: Found, text: str) -> str:
+def _cut(found: Found, quote: str, text: str, where: str) -> str:
     if found.splits_number:
-        return "it cuts a number in two there, so it quotes another number: quote it whole"
+        return (
+            f"{quote!r} occurs in {where} only cut inside a number: it quotes another number "
+            "there, so quote the number whole"
+        )
     if len(text) < TRIM_FROM:
-        return f"quote whole words (a quote under {TRIM_FROM} characters is not trimmed)"
+        return (
+            f"{quote!r} occurs in {where} only cut inside a word: quote whole words (a quote "
+            f"under {TRIM_FROM} characters is not trimmed)"
+        )
+    left = f"what is left is {found.part!r}" if found.part else "nothing is left"
     return (
-        f"trimmed to whole words, what is left ({found.part!r}) is too short to ground "
-        "anything: quote more of the line"
+        f"{quote!r} occurs in {where} only cut inside a word, and too short after trimming: "
+        f"with the cut words dropped, {left} (at least {MIN_TOKENS} words and {MIN_CHARS} "
+        "characters, or a whole line, are needed); quote the whole word it cuts, or more of "
+        "the line"
     )
 
 

@@ -235,110 +235,137 @@ def _open_quote(value: str) -> str:
     return ""
 
 
-def _line_spans(lines: list[str], rules: Rules, netrc: bool) -> dict[int, list[Span]]:
-    out: dict[int, list[Span]] = {}
-    stack: list[tuple[int, str | None]] = []  # (indent of a key, its label or an ancestor's)
-    section: str | None = None
-    state: tuple[str, int, str, str] | None = None  # (kind, indent, label, closer)
-    depth = 0
+class _LineScan:
+    """The line scanner's walk over one file: YAML / TOML / INI / .env / properties keys, a
+    value that runs on past its line (a YAML block, an open quote or bracket, a value on the
+    next line, a trailing backslash), and the netrc and XML values that sit inside a line."""
 
-    def hide(n: int, start: int, end: int, label: str) -> None:
+    def __init__(self, rules: Rules, netrc: bool) -> None:
+        self.rules = rules
+        self.netrc = netrc
+        self.out: dict[int, list[Span]] = {}
+        self.stack: list[tuple[int, str | None]] = []  # (a key's indent, its label or a parent's)
+        self.section: str | None = None
+        self.state: tuple[str, int, str, str] | None = None  # (kind, indent, label, closer)
+        self.depth = 0
+
+    def scan(self, lines: list[str]) -> dict[int, list[Span]]:
+        for n, line in enumerate(lines, 1):
+            body = line.rstrip("\r")
+            if self.state is not None and self._continued(n, body):
+                continue
+            self._inline(n, body)
+            stripped = body.strip()
+            if not stripped or stripped[0] in "#;" or stripped.startswith("//"):
+                continue
+            if not self._section(body):
+                self._key_line(n, body)
+        return self.out
+
+    def _hide(self, n: int, start: int, end: int, label: str) -> None:
         if end > start:
-            out.setdefault(n, []).append((start, end, label))
+            self.out.setdefault(n, []).append((start, end, label))
 
-    def content(line: str) -> int:
-        return len(line) - len(line.lstrip(" \t"))
+    def _continued(self, n: int, body: str) -> bool:
+        """Hide `body` if it carries on the secret value begun above it; True when it did
+        (the line is done), False when the value ended and the line is read afresh."""
+        assert self.state is not None
+        kind, ind, owner, closer = self.state
+        if kind == "block":  # YAML `key: |`: every blank or more indented line
+            if not body.strip() or _content(body) > ind:
+                self._hide(n, _content(body), len(body), owner)
+                return True
+        elif kind == "quote":
+            at = body.find(closer)
+            self._hide(n, 0, len(body) if at < 0 else at + len(closer), owner)
+            self.state = None if at >= 0 else self.state
+            return True
+        elif kind == "bracket":
+            self.depth, quote, end = _bracket_depth(body, self.depth, closer)
+            self._hide(n, 0, len(body) if end < 0 else end, owner)
+            self.state = None if end >= 0 else ("bracket", ind, owner, quote)
+            return True
+        elif kind == "next":  # JSONC or YAML `key:` with its value on the next line
+            if not body.strip() or body.strip()[0] in "#;":
+                return True
+            self.state = None
+            key_line = _KEY_LINE.match(body)
+            if (key_line is None or not key_line.group("key").strip()) and not _SECTION.match(body):
+                self._hide(n, _content(body), len(body), owner)
+                return True
+            return False
+        elif kind == "backslash":
+            self._hide(n, 0, len(body), owner)
+            self.state = self.state if body.endswith("\\") else None
+            return True
+        self.state = None
+        return False
 
-    for n, line in enumerate(lines, 1):
-        body = line.rstrip("\r")
-        if state is not None:
-            kind, ind, owner, closer = state
-            if kind == "block":
-                if not body.strip() or content(body) > ind:
-                    hide(n, content(body), len(body), owner)
-                    continue
-                state = None
-            elif kind == "quote":
-                at = body.find(closer)
-                hide(n, 0, len(body) if at < 0 else at + len(closer), owner)
-                if at >= 0:
-                    state = None
-                continue
-            elif kind == "bracket":
-                depth, quote, end = _bracket_depth(body, depth, closer)
-                hide(n, 0, len(body) if end < 0 else end, owner)
-                state = None if end >= 0 else ("bracket", ind, owner, quote)
-                continue
-            elif kind == "next":
-                if not body.strip() or body.strip()[0] in "#;":
-                    continue
-                state = None
-                key_line = _KEY_LINE.match(body)
-                if (key_line is None or not key_line.group("key").strip()) and not _SECTION.match(
-                    body
-                ):
-                    hide(n, content(body), len(body), owner)
-                    continue
-            elif kind == "backslash":
-                hide(n, 0, len(body), owner)
-                if not body.endswith("\\"):
-                    state = None
-                continue
-        stripped = body.strip()
-        if netrc:
+    def _inline(self, n: int, body: str) -> None:
+        """netrc's `password VALUE` and XML's `<key>VALUE</key>`, wherever on the line."""
+        if self.netrc:
             for m in _NETRC.finditer(body):
-                hide(n, m.start("value"), m.end("value"), "password")
+                self._hide(n, m.start("value"), m.end("value"), "password")
         for m in _XML.finditer(body):
-            xml_label = rules.label(m.group("key"))
-            if rules.hides(xml_label, m.group("value")):
+            xml_label = self.rules.label(m.group("key"))
+            if self.rules.hides(xml_label, m.group("value")):
                 assert xml_label is not None
-                hide(n, m.start("value"), m.end("value"), xml_label)
-        if not stripped or stripped[0] in "#;" or stripped.startswith("//"):
-            continue
+                self._hide(n, m.start("value"), m.end("value"), xml_label)
+
+    def _section(self, body: str) -> bool:
+        """A TOML / INI `[section]` header: its label covers the keys under it."""
         header = _SECTION.match(body)
-        if header is not None and content(body) == 0:
-            parts = re.split(r"[.\s]+", header.group("name").strip().strip("\"'"))
-            section = next((lb for p in parts if (lb := rules.label(p.strip("\"'")))), None)
-            stack = []
-            continue
+        if header is None or _content(body) != 0:
+            return False
+        parts = re.split(r"[.\s]+", header.group("name").strip().strip("\"'"))
+        self.section = next((lb for p in parts if (lb := self.rules.label(p.strip("\"'")))), None)
+        self.stack = []
+        return True
+
+    def _key_line(self, n: int, body: str) -> None:
+        """A `key: value` / `key = value` line, or a line under the key above it."""
         ind = _indent_of(body)
         match = _KEY_LINE.match(body)
+        while self.stack and self.stack[-1][0] >= ind:
+            self.stack.pop()
         if match is None or not match.group("key").strip():
-            while stack and stack[-1][0] >= ind:
-                stack.pop()
-            parent = stack[-1][1] if stack else None
-            if parent is not None and stack:
-                hide(n, ind, len(body), parent)
-            continue
-        while stack and stack[-1][0] >= ind:
-            stack.pop()
+            parent = self.stack[-1][1] if self.stack else None
+            if parent is not None:
+                self._hide(n, ind, len(body), parent)
+            return
         key = match.group("key").strip().strip("\"'")
-        own = next((lb for p in key.split(".") if (lb := rules.label(p))), None)
-        label = own or (stack[-1][1] if stack else None) or section
-        stack.append((ind, label))
+        own = next((lb for p in key.split(".") if (lb := self.rules.label(p))), None)
+        label = own or (self.stack[-1][1] if self.stack else None) or self.section
+        self.stack.append((ind, label))
+        if label is not None:
+            self._value(n, body, match, ind, label)
+
+    def _value(self, n: int, body: str, match: re.Match[str], ind: int, label: str) -> None:
+        """A secret key's value: hidden, and the state set if it runs on past this line."""
         value = body[match.end() :]
-        start = match.end()
-        if label is None:
-            continue
         if not value.strip() or value.strip().startswith("#"):
-            state = ("next", ind, label, "")  # JSONC or YAML: the value on the next line
-            continue
+            self.state = ("next", ind, label, "")
+            return
         if match.group("sep") == ":" and _BLOCK.fullmatch(value):
-            state = ("block", ind, label, "")
-            continue
-        if not rules.hides(label, value):
-            continue
-        hide(n, start, len(body), label)
+            self.state = ("block", ind, label, "")
+            return
+        if not self.rules.hides(label, value):
+            return
+        self._hide(n, match.end(), len(body), label)
         quote = _open_quote(value.strip())
         if value.strip()[:1] in _CLOSERS:
-            depth, open_q, end = _bracket_depth(value, 0, "")
-            if end < 0 and depth > 0:
-                state = ("bracket", ind, label, open_q)
+            self.depth, open_q, end = _bracket_depth(value, 0, "")
+            if end < 0 and self.depth > 0:
+                self.state = ("bracket", ind, label, open_q)
         elif quote:
-            state = ("quote", ind, label, quote)
+            self.state = ("quote", ind, label, quote)
         elif value.endswith("\\"):
-            state = ("backslash", ind, label, "")
-    return out
+            self.state = ("backslash", ind, label, "")
+
+
+def _content(line: str) -> int:
+    """Where a line's content starts, after its indent."""
+    return len(line) - len(line.lstrip(" \t"))
 
 
 # ---- Both ------------------------------------------------------------------------------
@@ -438,7 +465,7 @@ def scan_text(text: str, name: str, rules: Rules) -> dict[int, list[Span]]:
             spans = _offsets_to_lines(text, found)
     if spans is None:
         base = os.path.basename(name).lstrip("._")
-        spans = _line_spans(lines, rules, base == "netrc")
+        spans = _LineScan(rules, base == "netrc").scan(lines)
         if base in COLON_FILES:
             for n, line in enumerate(lines, 1):
                 at = _after_colons(line, COLON_FILES[base])

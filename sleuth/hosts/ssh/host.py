@@ -183,24 +183,17 @@ class SSHHost:
         """The live connection (connecting if needed), for port forwards."""
         return self.conn.live()[0]
 
-    def describe(self) -> HostFacts:
-        """Address, user, key, host key and round-trip latency, for `sleuth hosts --check`."""
+    def identify(self) -> HostFacts:
+        """Connect if needed and start Sleuth's program: address, identity, host key and how
+        the file tools reach files, what a run's header records. Nothing else runs: every
+        command or SFTP session starts a login shell there, and the shell's start-up files
+        (`pyenv init` in root's ~/.bashrc: ~0.5 s of CPU) are paid per host of a fleet."""
         transport = self.transport()
-        start = time.monotonic()
-        self.run(["true"], timeout=10, max_bytes=1024)
-        exec_ms = (time.monotonic() - start) * 1000
-        start = time.monotonic()
-        self.stat("/")
-        file_ms = (time.monotonic() - start) * 1000
         end = self.conn.endpoint
         assert end is not None
         server_key = transport.get_remote_server_key()
-        access = self.file_access
         calls = self.call_mode()
-        warnings = [NO_SFTP] if access == "exec" else []
         why_not = self.programs.why_not(self.python)
-        if why_not:
-            warnings.append(f"{why_not}: the file tools use POSIX tools")
         return HostFacts(
             address=end.address,
             user=end.user,
@@ -208,11 +201,28 @@ class SSHHost:
             auth_key=self.conn.auth_used,
             host_key_type=key_label(server_key.get_name()),
             host_key_fingerprint=fingerprint(server_key.asbytes()),
-            exec_latency_ms=round(exec_ms, 2),
-            file_latency_ms=round(file_ms, 2),
-            file_access=access,
+            file_access=self.file_access,
             call_mode=calls,
-            warnings=warnings,
+            warnings=[f"{why_not}: the file tools use POSIX tools"] if why_not else [],
+        )
+
+    def describe(self) -> HostFacts:
+        """`identify`, and a command and a file stat timed, for `sleuth hosts --check`."""
+        facts = self.identify()
+        start = time.monotonic()
+        self.run(["true"], timeout=10, max_bytes=1024)
+        exec_ms = (time.monotonic() - start) * 1000
+        start = time.monotonic()
+        self.stat("/")
+        file_ms = (time.monotonic() - start) * 1000
+        access = self.file_access
+        return facts.model_copy(
+            update={
+                "exec_latency_ms": round(exec_ms, 2),
+                "file_latency_ms": round(file_ms, 2),
+                "file_access": access,
+                "warnings": [NO_SFTP] * (access == "exec") + facts.warnings,
+            }
         )
 
     def close(self) -> None:
