@@ -16,21 +16,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "live"
+TTFTS = (0.05, 0.1, 0.1, 0.2, 0.3, 0.5, 1.0)
+"""The time to first token of each request the moving page finishes, in turn."""
 
 
 class _Server:
-    def __init__(self, answer: Callable[[str], tuple[int, bytes, str]]) -> None:
+    def __init__(self, answer: Callable[[str], tuple[Any, ...]]) -> None:
+        """`answer(path)`: (status, body, content type[, more headers])."""
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.paths.append(self.path)
-                status, body, kind = answer(self.path)
+                outer.authorizations.append(self.headers.get("Authorization"))
+                status, body, kind, *more = answer(self.path)
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
+                for name, value in (more[0] if more else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -39,6 +45,7 @@ class _Server:
                 pass
 
         self.paths: list[str] = []
+        self.authorizations: list[str | None] = []
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = int(self.httpd.server_address[1])
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -106,6 +113,16 @@ class Moving(_Server):
         self.running = Gauge("vllm:num_requests_running", "r", labels, registry=r).labels(
             model, "0"
         )
+        self.requests = Counter(
+            "vllm:request_success", "s", [*labels, "finished_reason"], registry=r
+        ).labels(model, "0", "stop")
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds",
+            "t",
+            labels,
+            registry=r,
+            buckets=(0.04, 0.08, 0.16, 0.32, 0.64, 1.28),
+        ).labels(model, "0")
         self.steps = 0
         self.stop = threading.Event()
         self.advancer = threading.Thread(target=self._advance, daemon=True)
@@ -127,6 +144,8 @@ class Moving(_Server):
                 self.acc.inc(self.accepted)
                 self.kv.set((self.steps % 10) / 10)
                 self.running.set(self.steps % 7)
+                self.requests.inc()
+                self.ttft.observe(TTFTS[self.steps % len(TTFTS)])
 
     def _answer(self, path: str) -> tuple[int, bytes, str]:
         if path == "/metrics":

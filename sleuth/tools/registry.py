@@ -54,6 +54,7 @@ TOOL_MODULES = (
     "sleuth.tools.serving.processes",
     "sleuth.tools.live.engine_status",
     "sleuth.tools.live.engine_log_series",
+    "sleuth.tools.live.query_metrics",
     "sleuth.tools.bench.run_benchmark",
     "sleuth.tools.bench.compare_benchmarks",
     "sleuth.tools.bench.ab_run",
