@@ -89,6 +89,7 @@ class Moving(_Server):
         tokens_per_tick: int = 10,
         k: int = 4,
         accepted: int = 3,
+        kv: float | None = None,
         model: str = "Qwen/Qwen3-0.6B",
     ) -> None:
         self.registry = CollectorRegistry()
@@ -97,6 +98,8 @@ class Moving(_Server):
         self.served: list[tuple[float, float, float]] = []
         """(time, generation tokens, kv usage) at each /metrics serve."""
         self.tick, self.tokens, self.k, self.accepted = tick, tokens_per_tick, k, accepted
+        self.kv_level = kv
+        """A KV usage held still (a full pool), else one stepping 0.0 to 0.9."""
         r = self.registry
         self.gen = Counter("vllm:generation_tokens", "gen", labels, registry=r).labels(model, "0")
         self.prompt = Counter("vllm:prompt_tokens", "p", labels, registry=r).labels(model, "0")
@@ -111,6 +114,9 @@ class Moving(_Server):
         )
         self.kv = Gauge("vllm:kv_cache_usage_perc", "kv", labels, registry=r).labels(model, "0")
         self.running = Gauge("vllm:num_requests_running", "r", labels, registry=r).labels(
+            model, "0"
+        )
+        self.waiting = Gauge("vllm:num_requests_waiting", "w", labels, registry=r).labels(
             model, "0"
         )
         self.requests = Counter(
@@ -142,8 +148,9 @@ class Moving(_Server):
                 self.drafts.inc(1)
                 self.drafted.inc(self.k)
                 self.acc.inc(self.accepted)
-                self.kv.set((self.steps % 10) / 10)
+                self.kv.set((self.steps % 10) / 10 if self.kv_level is None else self.kv_level)
                 self.running.set(self.steps % 7)
+                self.waiting.set(self.steps % 4)
                 self.requests.inc()
                 self.ttft.observe(TTFTS[self.steps % len(TTFTS)])
 
