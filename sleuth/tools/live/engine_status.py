@@ -3,6 +3,7 @@ its effective settings and health, and, with a window, its rates now."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -86,16 +87,23 @@ def engine_status(ctx: ToolContext, args: EngineStatusInput) -> ToolResult:
     /metrics: read its decode log lines with engine_log_series instead. Read-only.
     """
     sandbox = ctx.host(args.host)
-    processes = _processes(ctx, args.host)
     target = args.target()
-    answer, argv = probe(
-        sandbox,
-        None if target is None else [target],
-        window_s=args.window_s,
-        pids=[int(p["pid"]) for p in processes],
-        ports=WELL_KNOWN_PORTS,
-        gauge_prefixes=gauge_prefixes(None),
-    )
+    if target is None:  # the engines' pids say which ports to probe
+        processes = _processes(ctx, args.host)
+        answer, argv = probe(
+            sandbox,
+            None,
+            pids=[int(p["pid"]) for p in processes],
+            ports=WELL_KNOWN_PORTS,
+            gauge_prefixes=gauge_prefixes(None),
+        )
+    else:  # the process scan runs beside the probe: one host program's start, not two
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            scan = pool.submit(_processes, ctx, args.host)
+            answer, argv = probe(
+                sandbox, [target], window_s=args.window_s, gauge_prefixes=gauge_prefixes(None)
+            )
+            processes = scan.result()
     reports = [_report(t, answer.listening, processes, args.window_s) for t in answer.targets]
     status = EngineStatus(
         host=args.host,
@@ -146,6 +154,7 @@ def _report(
         readings = [Reading(p.at, parse(p.text or "")) for p in target.window if p.status == 200]
         if len(readings) >= 2:
             report.window_s = round(readings[-1].at - readings[0].at, 3)
+            report.window_start = readings[0].at
             report.window = window_figures(report.engine, readings)
         else:
             report.problems.append("the window's last /metrics read failed: no rates")

@@ -48,6 +48,9 @@ class EngineReport(BaseModel):
     now: list[Figure] = Field(default_factory=list)
     """Gauges read once, and counters since the engine started (said so in `how`)."""
     window_s: float | None = None
+    window_start: float | None = None
+    """The host's clock (unix seconds) at the window's first /metrics read; its end is
+    window_start + window_s."""
     window: list[Figure] = Field(default_factory=list)
     """Rates and gauge max/mean over the window, when one was asked for."""
     problems: list[str] = Field(default_factory=list)
