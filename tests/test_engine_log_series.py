@@ -111,3 +111,13 @@ def test_the_series_is_recorded_and_replays(tmp_path: Path) -> None:
     assert recorded["result"]["data"]["points"] == shown["points"]
     replay = sleuth("replay", str(transcript))
     assert replay.returncode == 0, replay.stdout + replay.stderr
+
+
+def test_vllm_v1_names_the_kv_cache_by_its_device(tmp_path: Path) -> None:
+    data, _ = series(tmp_path, "vllm-0.32-cpu-stats.log")
+    got = summary(data)
+    assert got["vllm_stats_lines"] == 2
+    assert got["vllm_stats.kv_usage_max"] == 0.0  # "CPU KV cache usage: 0.0%"
+    assert got["vllm_stats.gen_throughput_mean"] == pytest.approx((15.5 + 211.9) / 2)
+    assert got["vllm_stats.prefix_cache_hit_rate_mean"] == 0.0
+    assert data["points"][0]["time"] == "12-04T19:21:00"

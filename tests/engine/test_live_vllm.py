@@ -36,7 +36,8 @@ class Load:
 
     port: int
     stop: threading.Event = field(default_factory=threading.Event)
-    arrivals: list[float] = field(default_factory=list)
+    arrivals: list[tuple[float, int]] = field(default_factory=list)
+    """(arrival time, tokens in that chunk)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     errors: list[str] = field(default_factory=list)
 
@@ -44,17 +45,25 @@ class Load:
         body = json.dumps({
             "model": MODEL_NAME, "prompt": "the engine is", "max_tokens": MAX_TOKENS,
             "ignore_eos": True, "stream": True, "temperature": 0.0,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         })  # fmt: skip
         while not self.stop.is_set():
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
             try:
                 conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
-                resp = conn.getresponse()
-                for raw in resp:
+                seen = 0
+                for raw in conn.getresponse():
                     line = raw.strip()
-                    if line.startswith(b"data: {") and b'"choices":[{' in line:
+                    if not line.startswith(b"data: {"):
+                        continue
+                    # A loaded server may send several tokens in one chunk: the running
+                    # usage says how many arrived.
+                    usage = json.loads(line[6:]).get("usage") or {}
+                    done = int(usage.get("completion_tokens") or seen)
+                    if done > seen:
                         with self.lock:
-                            self.arrivals.append(time.time())
+                            self.arrivals.append((time.time(), done - seen))
+                        seen = done
             except OSError as exc:
                 self.errors.append(str(exc))
                 time.sleep(0.5)
@@ -63,7 +72,7 @@ class Load:
 
     def rate(self, start: float, end: float) -> float:
         with self.lock:
-            return sum(start <= t <= end for t in self.arrivals) / (end - start)
+            return sum(n for t, n in self.arrivals if start <= t <= end) / (end - start)
 
 
 @dataclass

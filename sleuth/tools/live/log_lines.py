@@ -37,7 +37,6 @@ FIELDS: dict[str, str] = {
     "Waiting": "waiting",
     "Pending": "waiting",
     "token usage": "kv_usage",
-    "GPU KV cache usage": "kv_usage",
     "#token": "tokens",
     "accept len": "accept_length",
     "Mean acceptance length": "accept_length",
@@ -81,7 +80,9 @@ def point(line_no: int, line: str) -> LogPoint | None:
         return None
     fields: dict[str, float] = {}
     for key, number, percent in PAIR.findall(line):
-        name = FIELDS.get(key.strip())
+        # vLLM V1 names the KV cache by its device (GPU, CPU, XPU); V0's line names GPU
+        # first, then its CPU swap space, which the first-seen rule leaves out.
+        name = "kv_usage" if key.endswith("KV cache usage") else FIELDS.get(key.strip())
         if name is not None and name not in fields:
             fields[name] = float(number) / (100.0 if percent else 1.0)
     if kind == "vllm_preempt":

@@ -23,7 +23,14 @@ LABELS: dict[Kind, str] = {
 MEANS: dict[Kind, tuple[str, ...]] = {
     "sglang_decode": ("accept_length", "accept_rate", "gen_throughput", "kv_usage", "waiting"),
     "sglang_prefill": ("prompt_throughput", "kv_usage", "waiting"),
-    "vllm_stats": ("gen_throughput", "prompt_throughput", "kv_usage", "waiting", "running"),
+    "vllm_stats": (
+        "gen_throughput",
+        "prompt_throughput",
+        "kv_usage",
+        "prefix_cache_hit_rate",
+        "waiting",
+        "running",
+    ),
     "vllm_spec": ("accept_length", "accept_rate"),
 }
 MAXES = ("kv_usage", "waiting", "running")
