@@ -252,3 +252,26 @@ def test_an_operator_started_server_is_found_without_a_port_and_its_key_hidden(
     assert report["max_model_len"] == {"zai-org/GLM-4.5": 131072}
     assert report["argv"][-2:] == ["--api-key", "[REDACTED:by-key api_key]"]
     assert CANARY not in json.dumps(data) and CANARY not in output
+
+
+def test_over_ssh_the_pages_are_fetched_on_the_host_itself(
+    tmp_path: Path, make_context: Any
+) -> None:
+    """The host program fetches on the host: the same answer over SSH as locally, and the
+    key redacted before it crosses the connection."""
+    pages = {
+        "/metrics": "sglang-metrics.txt",
+        "/get_server_info": _with_key("sglang-server-info.json"),
+    }
+    with Recorded(pages) as server:
+        ctx = make_context([str(tmp_path)])
+        remote = execute(ctx, "engine_status", {"host": "remote", "port": server.port})
+        local = execute(ctx, "engine_status", {"host": "local", "port": server.port})
+        answer, _ = probe(ctx.host("remote"), [("127.0.0.1", server.port)])
+    assert remote.ok and local.ok, remote.output
+    (there,), (here,) = remote.data["engines"], local.data["engines"]
+    assert there["engine"] == "sglang" and there["now"] == here["now"]
+    assert there["settings"] == here["settings"]
+    body = answer.targets[0].pages["/get_server_info"].body
+    assert body["server_args"]["api_key"] == "[REDACTED:by-key api_key]"
+    assert CANARY not in json.dumps(remote.data) + remote.output
