@@ -139,3 +139,12 @@ def test_the_token_goes_to_prometheus_only_and_never_into_the_result(
     assert redirecting.authorizations == [f"Bearer {TOKEN}"]
     assert not refused.ok and elsewhere.paths == []  # the redirect was not followed
     assert TOKEN not in json.dumps(data) + output + json.dumps(refused.model_dump(mode="json"))
+
+
+def test_bad_label_names_are_refused_as_input(tmp_path: Path) -> None:
+    host = SandboxedHost("local", LocalHost("local"), HostConfig(roots=[str(tmp_path)]), Limits())
+    settings = PrometheusSettings(url="http://127.0.0.1:9")
+    ctx = ToolContext(hosts={"local": host}, approver=deny_all, prometheus=settings)
+    for bad in ({"labels": {'x"}) or vector(1': "1"}}, {"by": ["a b"]}):
+        result = execute(ctx, "query_metrics", {"question": "request_rate", **bad})
+        assert not result.ok and result.error_kind == "invalid_input", result.error

@@ -59,6 +59,14 @@ class QueryMetricsInput(ToolInput):
                 raise ValueError(f"{name!r} is not a Prometheus label name")
         return by
 
+    @field_validator("labels")
+    @classmethod
+    def _label_names(cls, labels: dict[str, str]) -> dict[str, str]:
+        for name in labels:
+            if not LABEL_NAME.match(name):
+                raise ValueError(f"{name!r} is not a Prometheus label name")
+        return labels
+
     @model_validator(mode="after")
     def _one(self) -> QueryMetricsInput:
         if (self.question is None) == (self.promql is None):
