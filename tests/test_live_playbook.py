@@ -16,16 +16,17 @@ from sleuth.agent.playbook.brain import PlaybookBrain
 from sleuth.agent.playbook.plan import Question
 from sleuth.agent.playbook.registry import route
 from sleuth.agent.session import start_investigation
-from sleuth.config import HostConfig, Limits, Settings
+from sleuth.config import HostConfig, Limits, PrometheusSettings, Settings
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from tests.live_servers import Moving, Recorded
+from tests.prometheus_server import PrometheusServer, missing_reason
 
 
-def investigate(root: Path, question: str) -> RunResult:
+def investigate(root: Path, question: str, prometheus: str | None = None) -> RunResult:
     sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(root)]), Limits())
-    ctx = ToolContext(hosts={"local": sandbox})
+    ctx = ToolContext(hosts={"local": sandbox}, prometheus=PrometheusSettings(url=prometheus))
     settings = Settings(hosts={"local": sandbox.config})
     return start_investigation(question, PlaybookBrain(), ctx, settings, root / "t").run()
 
@@ -91,3 +92,30 @@ def test_sglang_without_metrics_says_so_and_points_at_its_log(tmp_path: Path) ->
     assert first.verdict == "unknown" and first.grounded
     assert "--enable-metrics" in first.claim
     assert any("engine_log_series" in step for step in first.next_steps)
+
+
+def test_with_prometheus_the_acceptance_over_the_minutes_asked_is_quoted_with_its_promql(
+    tmp_path: Path, moving: Moving
+) -> None:
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    prom = PrometheusServer(tmp_path / "prom", [f"127.0.0.1:{moving.port}"])
+    try:
+        prom.wait_for_samples("vllm:spec_decode_num_drafts_total", 4)
+        result = investigate(
+            tmp_path,
+            f"What is the acceptance on the server at :{moving.port} over the last 2 minutes? "
+            "Is speculative decoding working?",
+            prometheus=prom.url,
+        )
+    finally:
+        prom.close()
+    history = [f for f in result.findings if f.claim.startswith("Prometheus over the last 2 min")]
+    assert [f.grounded for f in history] == [True, True], result.findings
+    length = next(f for f in history if "acceptance_length" in f.claim)
+    assert "Qwen/Qwen3-0.6B 4 (tokens/step)" in length.claim
+    assert (
+        "PromQL: 1 + sum by (model_name) (rate(vllm:spec_decode_num_accepted_tokens_total[120s]))"
+        in length.claim
+    )
