@@ -19,7 +19,7 @@ from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
-from sleuth.tools.serving.diagnose_log import TAIL_BYTES
+from sleuth.tools.serving.log_source import TAIL_BYTES
 
 CORPUS = Path(__file__).parent / "fixtures" / "engine_logs"
 INDEX = {e["file"]: e for e in json.loads((CORPUS / "index.json").read_text())}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sleuth.config import FleetSettings, Limits, Settings
+from sleuth.config import FleetSettings, Limits, PrometheusSettings, Settings
 from sleuth.errors import ErrorKind, ToolError
 from sleuth.hosts.connect import sandboxed_hosts
 from sleuth.hosts.groups import HostGroup
@@ -46,6 +46,8 @@ class ToolContext:
     groups: Mapping[str, HostGroup] = field(default_factory=dict)
     """The host groups a fleet call (`host="@NAME"`) may name, with their members."""
     fleet: FleetSettings = field(default_factory=FleetSettings)
+    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
+    """Where query_metrics reads the engines' history (`[prometheus]` in sleuth.toml)."""
     subcall: Callable[[str, dict[str, Any]], ToolResult] | None = None
     """Runs another tool's call through the caller's call pipeline (consent, redaction,
     recording). The pipeline sets it for the call in progress, so a tool that drives other
@@ -90,4 +92,5 @@ def build_context(
         approver=approver,
         groups=dict(groups or {}),
         fleet=settings.fleet,
+        prometheus=settings.prometheus,
     )

@@ -26,7 +26,7 @@ from sleuth.agent.playbook.plan import Family, Question
 ENTRY_POINT_GROUP = "sleuth.playbooks"
 BUILT_IN = tuple(
     f"sleuth.agent.playbook.{name}"
-    for name in ("mtp", "quant", "arch", "engine", "env", "serve", "capacity", "fleet")
+    for name in ("mtp", "quant", "arch", "engine", "env", "serve", "capacity", "fleet", "live")
 )
 """In the order the families are listed to a person; `Family.rank` orders the routing."""
 

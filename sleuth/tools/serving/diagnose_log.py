@@ -7,23 +7,16 @@ lines of a systemd unit's journal, and diagnoses it like a failed launch. It onl
 
 from __future__ import annotations
 
-import re
-
 from pydantic import Field, model_validator
 
-from sleuth.hosts.host import HostError
-from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, cap_output
+from sleuth.tools.results import cap_output
 from sleuth.tools.serving.diagnose import Diagnosis, diagnose, render
 from sleuth.tools.serving.diagnose_facts import Engine
 from sleuth.tools.serving.diagnose_lines import split_lines
+from sleuth.tools.serving.log_source import UNIT_NAME, read_journal, read_log_file
 from sleuth.transcripts.results import ToolResult
-
-TAIL_BYTES = 1 << 20
-"""At most this much of the end of a log file is read: the failure is at the end."""
-UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
 
 
 class DiagnoseLogInput(ToolInput):
@@ -65,43 +58,12 @@ def diagnose_log(ctx: ToolContext, args: DiagnoseLogInput) -> ToolResult:
     """
     host = ctx.host(args.host)
     if args.path is not None:
-        source, text, argv = _read_file(host, args.path)
+        source, text, argv = read_log_file(host, args.path)
     else:
-        source, text, argv = _read_journal(host, args.unit or "", args.lines)
+        source, text, argv = read_journal(host, args.unit or "", args.lines)
     lines = split_lines(text)[-args.lines :]
     found = diagnose(lines, engine=args.engine)
     return _result(ctx, source, len(lines), found, argv)
-
-
-def _read_file(host: SandboxedHost, asked: str) -> tuple[str, str, list[list[str]]]:
-    path = host.resolve(asked)
-    st = host.files.stat(path)
-    if st.kind != "file":
-        raise ToolError(f"{path} is not a file on host {host.name!r} ({st.kind})")
-    start = max(0, st.size - TAIL_BYTES)
-    raw = host.files.read_range(path, start, st.size - start)
-    text = raw.decode(errors="replace")
-    if start:  # the first line read is a partial one
-        text = text.partition("\n")[2]
-    return path, text, []
-
-
-def _read_journal(host: SandboxedHost, unit: str, lines: int) -> tuple[str, str, list[list[str]]]:
-    # `--output=cat` prints the messages alone; the unit travels inside its own option word.
-    argv = ["journalctl", "--no-pager", "--output=cat", f"--lines={lines}", f"--unit={unit}"]
-    try:
-        run = host.run(argv, max_bytes=TAIL_BYTES)
-    except HostError as exc:
-        raise ToolError(f"could not run journalctl on host {host.name!r}: {exc}") from exc
-    if run.exit_code == 127 or (b"not found" in run.stderr and not run.stdout):
-        raise ToolError(
-            f"journalctl is not on host {host.name!r} (no systemd journal there); give the "
-            "server's log file as `path` instead"
-        )
-    if run.timed_out or run.exit_code != 0:
-        err = run.stderr.decode(errors="replace").strip()[-500:]
-        raise ToolError(f"journalctl failed on host {host.name!r} (exit {run.exit_code}): {err}")
-    return f"journal of {unit}", run.stdout.decode(errors="replace"), [run.argv]
 
 
 def _result(

@@ -15,8 +15,9 @@ from pydantic import Field
 
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
+from sleuth.tools.live.prom import parse, total
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import cap_output
+from sleuth.tools.results import ToolError, cap_output
 from sleuth.tools.serving.ctl import (
     SERVER_ID_PATTERN,
     HttpAnswer,
@@ -72,6 +73,7 @@ class ServerStatusInput(ToolInput):
 @tool()
 def server_status(ctx: ToolContext, args: ServerStatusInput) -> ToolResult:
     """Report on a server started by launch_server: alive, ready, uptime, served models.
+    For any engine, however started, and for rates over a window, use engine_status.
 
     Shows /v1/models, and for SGLang /get_server_info with the speculative accept length
     (an average over everything served since launch, not over a recent window), for vLLM
@@ -179,19 +181,18 @@ def sglang_spec_info(info: dict[str, Any]) -> dict[str, Any]:
 
 def vllm_metrics(text: str) -> VllmMetrics:
     """Filter /metrics to load, KV cache and spec-decode lines; derive the acceptance."""
-    # The load generator's parser, so that Sleuth reads Prometheus text one way; imported
-    # here because that program also imports aiohttp, which only this reading needs.
-    from sleuth.hosts.program.loadgen import metric_totals
-
     lines = [
         line
         for line in text.splitlines()
         if line.startswith(VLLM_METRIC_PREFIXES) and not line.startswith("#")
     ]
-    totals = metric_totals(text, VLLM_METRIC_PREFIXES)
-    drafts = totals.get("vllm:spec_decode_num_drafts_total")
-    accepted = totals.get("vllm:spec_decode_num_accepted_tokens_total")
-    drafted = totals.get("vllm:spec_decode_num_draft_tokens_total")
+    try:
+        samples = parse(text)
+    except ToolError:
+        samples = []
+    drafts = total(samples, "vllm:spec_decode_num_drafts_total")
+    accepted = total(samples, "vllm:spec_decode_num_accepted_tokens_total")
+    drafted = total(samples, "vllm:spec_decode_num_draft_tokens_total")
     return VllmMetrics(
         lines=lines,
         mean_accept_length_since_launch=(
