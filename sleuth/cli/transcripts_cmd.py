@@ -31,22 +31,12 @@ from sleuth.transcripts.ledger import LedgerError, ledger_path
 from sleuth.transcripts.render import FORMATS, Banner, render
 from sleuth.transcripts.render.text import render_rich
 from sleuth.transcripts.sign import NAMESPACE, head_bytes
-from sleuth.transcripts.store import LoadedTranscript, TranscriptError, load
-from sleuth.transcripts.verify import VerifyReport, signed_head, verify
+from sleuth.transcripts.store import TranscriptError, load_data, read_transcript
+from sleuth.transcripts.verify import VerifyReport, signed_head, verify, verify_bytes
 
 EXIT_INTEGRITY_ONLY = EXIT_BUDGET
 """3, as for `ask`: finished without a fault, but short of a trustworthy answer; here, an
 intact transcript that nothing proves the author of."""
-
-
-def _load_or_exit(path: Path) -> LoadedTranscript:
-    try:
-        loaded = load(path)
-    except TranscriptError as exc:
-        fail(str(exc))
-    if loaded.torn_tail:
-        err_console.print(f"[yellow]warning:[/] {escape(str(path))}: {escape(loaded.torn_tail)}")
-    return loaded
 
 
 @shared_options("config")
@@ -73,12 +63,17 @@ def show(
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", EXIT_USAGE)
     against = opts.anchors(opts.settings())
-    try:
-        report = verify(transcript, allowed_signers=against.allowed_signers, ledger=against.ledger)
+    try:  # one read: what is shown is what was judged
+        data = read_transcript(transcript)
+        banner = Banner.of(verify_bytes(transcript, data, against))
+        loaded = load_data(transcript, data)
     except (TranscriptError, LedgerError) as exc:
         fail(str(exc))
-    banner = Banner.of(report)
-    events = _load_or_exit(transcript).events
+    if loaded.torn_tail:
+        err_console.print(
+            f"[yellow]warning:[/] {escape(str(transcript))}: {escape(loaded.torn_tail)}"
+        )
+    events = loaded.events
     if output is None and fmt == "text":
         if console.is_terminal:
             console.print(render_rich(events, banner))

@@ -245,6 +245,13 @@ def verify(
     return _verify_data(path, _read(path), allowed_signers, ledger)
 
 
+def verify_bytes(path: Path, data: bytes, against: Anchors | None = None) -> VerifyReport:
+    """`verify` of bytes already read from `path`, so a reader shows exactly what was
+    judged (a second read could find the file swapped)."""
+    against = against or Anchors()
+    return _verify_data(Path(path), data, against.allowed_signers, against.ledger)
+
+
 def load_verified(
     path: Path, against: Anchors | None = None
 ) -> tuple[VerifyReport, LoadedTranscript | None]:
@@ -253,8 +260,7 @@ def load_verified(
     to be read as if it were the record)."""
     path = Path(path)
     data = _read(path)
-    against = against or Anchors()
-    report = _verify_data(path, data, against.allowed_signers, against.ledger)
+    report = verify_bytes(path, data, against)
     return report, (load_data(path, data) if report.ok else None)
 
 
