@@ -223,7 +223,7 @@ def test_show_puts_verifys_ledger_verdict_first_in_every_format(tmp_path: Path, 
     code, report = verified(project, path)
     assert code == 1 and report["ledger"]["state"] == "differs"
     out = tmp_path / f"shown.{fmt}"
-    result = sleuth(project, "show", str(path), "--format", fmt, "-o", str(out))
+    result = runner.invoke(app, ["show", str(path), "--format", fmt, "-o", str(out)])
     assert result.exit_code == 0, result.output
     shown = out.read_text()
     if fmt == "json":
@@ -252,7 +252,7 @@ def test_resume_refuses_an_ended_run_cut_back_to_go_on_differently(tmp_path: Pat
     raws = events(path)
     cut = [i for i, r in enumerate(raws) if r["type"] == "model_turn"][1]
     write_events(path, raws[:cut], rechain=False)
-    resumed = sleuth(project, "resume", str(path), "--trust-unsigned")
+    resumed = sleuth(project, "resume", str(path))
     figures.count("reader_verdicts_missing", int(resumed.exit_code != 1))
     assert resumed.exit_code == 1 and "differs from the ledger entry" in resumed.output
     assert len(events(path)) == cut, "nothing appended"
@@ -287,13 +287,7 @@ def test_planted_links_are_never_written_through_and_the_repair_keeps_0600(
     path, cut = died_in_third_turn(project, tmp_path)
     with open(path, "ab") as handle:
         handle.write(b'{"seq":%d,"ts":"2026-' % cut)  # torn: the run died mid-event
-    sig_victim = tmp_path / "victim-sig"
-    sig_victim.write_text("precious\n")
-    Path(f"{path}.sig").symlink_to(sig_victim)
-    refused = sleuth(project, "resume", str(path), "--json")
-    assert refused.exit_code == 1 and "is a symbolic link" in refused.output
-    Path(f"{path}.sig").unlink()
-    victims = {"sig": sig_victim}
+    victims = {}
     for name in (f"{path.name}.torn", f".{path.name}.tmp", f".{path.name}.sig.tmp"):
         victim = tmp_path / f"victim-{name.strip('.')}"
         victim.write_text("precious\n")
@@ -319,6 +313,18 @@ def test_planted_links_are_never_written_through_and_the_repair_keeps_0600(
     assert (code, report["verdict"]) == (0, "signed")
 
 
+def test_a_link_planted_as_the_signature_file_is_not_read_through(
+    project: Path, tmp_path: Path
+) -> None:
+    path, _ = died_in_third_turn(project, tmp_path)
+    sig_victim = tmp_path / "victim-sig"
+    sig_victim.write_text("precious\n")
+    Path(f"{path}.sig").symlink_to(sig_victim)
+    refused = sleuth(project, "resume", str(path), "--json")
+    assert refused.exit_code == 1 and "is a symbolic link" in refused.output
+    assert sig_victim.read_text() == "precious\n"
+
+
 def test_a_transcript_that_is_a_link_is_neither_read_nor_resumed(
     project: Path, tmp_path: Path
 ) -> None:
@@ -326,7 +332,7 @@ def test_a_transcript_that_is_a_link_is_neither_read_nor_resumed(
     before = target.read_bytes()
     link = target.with_name("planted.jsonl")
     link.symlink_to(target)
-    resumed = sleuth(project, "resume", str(link), "--trust-unsigned")
+    resumed = sleuth(project, "resume", str(link))
     assert resumed.exit_code == 1 and "symbolic link" in resumed.output
     assert target.read_bytes() == before
     shown = runner.invoke(app, ["show", str(link)])
