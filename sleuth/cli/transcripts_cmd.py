@@ -93,17 +93,16 @@ def show(
 def _print_report(report: VerifyReport) -> None:
     styles = {"signed": "bold green", "failed": "bold red"}
     style = styles.get(report.verdict, "bold yellow")
+    console.print(f"[{style}]{escape(report.headline)}[/]", highlight=False)  # the verdict first
     if report.problems:
-        title = f"{escape(report.transcript)}: {plural(len(report.problems), 'problem')}"
+        title = (
+            f"{escape(report.transcript)}: {plural(len(report.problems), 'problem')}, "
+            f"{plural(report.events, 'line')} checked"
+        )
         table = Table("line", "kind", "problem", title=title)
         for problem in report.problems:
             table.add_row(str(problem.line), problem.kind, escape(problem.message))
         console.print(table)
-        console.print(
-            f"[bold red]TAMPERED OR INVALID[/] from line {report.problems[0].line}: "
-            f"{plural(report.events, 'line')} checked."
-        )
-    console.print(f"[{style}]{escape(report.headline)}[/]", highlight=False)
     for signer in report.signers:
         who = ", ".join(signer.principals) or "(signer not checked)"
         console.print(

@@ -46,7 +46,7 @@ def listing(transcripts: Path) -> list[types.Resource]:
                 types.Resource(
                     name=path.name,
                     uri=TRANSCRIPT_PREFIX + path.name,
-                    description="A Sleuth transcript (hash-chained JSON Lines).",
+                    description="A Sleuth transcript: verify's verdict, then the JSON Lines.",
                     mime_type=TRANSCRIPT_MIME,
                     size=path.stat().st_size,
                 )

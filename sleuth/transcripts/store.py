@@ -206,8 +206,8 @@ class TranscriptWriter:
         self._last_type = last_type
         self._lock = threading.Lock()
         try:
-            # Never created here (create() made it exclusively) and never through a link.
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | NO_LINK)
+            # Never through a link: a planted one fails (ELOOP) instead of being written to.
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NO_LINK, 0o600)
         except OSError as exc:
             raise TranscriptError(_read_reason(path, exc).replace("read", "open", 1)) from exc
         status = os.fstat(self._fd)
