@@ -30,7 +30,7 @@ export_app = typer.Typer(
 
 
 @export_app.command("otel")
-@shared_options("otel_content", "as_json")
+@shared_options("otel_content", "as_json", "config")
 def otel(
     transcripts: Annotated[
         list[Path], typer.Argument(help="Transcript files (.jsonl) to export.", show_default=False)
@@ -61,7 +61,8 @@ def otel(
     Each transcript is one trace (a resumed run's segments included) of GenAI spans:
     invoke_agent, chat per model turn, execute_tool per call. Ids derive from the
     transcript, so exporting a run again, or after it was exported live, gives the same
-    spans. A transcript that does not verify is refused.
+    spans. A transcript `sleuth verify` fails (against [sign] allowed_signers and the ledger) is
+    refused.
 
     Example: sleuth export otel transcripts/*.jsonl --endpoint http://127.0.0.1:4318
 
@@ -87,7 +88,8 @@ def otel(
             EXIT_USAGE,
         )
     try:
-        spans, metrics = recorded.convert_files(transcripts, opts.otel_content)
+        against = opts.anchors(opts.settings())
+        spans, metrics = recorded.convert_files(transcripts, opts.otel_content, against)
         if out is not None:
             recorded.write_otlp_json(out, spans, metrics)
         elif where is not None and not recorded.send(where, spans, metrics, warn):
