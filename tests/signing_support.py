@@ -101,11 +101,16 @@ def agent_holding(folder: Path, *keys: Key) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def demo_project(folder: Path, key: Key | None = None, extra: str = "") -> Path:
-    """A folder with the demo deployment and a sleuth.toml whose [sign] key is `key`."""
+def demo_project(
+    folder: Path, key: Key | None = None, extra: str = "", allowed: Path | None = None
+) -> Path:
+    """A folder with the demo deployment and a sleuth.toml whose [sign] key is `key` (and
+    allowed_signers `allowed`, when given)."""
     folder.mkdir(parents=True, exist_ok=True)
     build_demo(folder / "demo")
-    sign = f'[sign]\nkey = "{key.private}"\n' if key else ""
+    sign = f'key = "{key.private}"\n' if key else ""
+    sign += f'allowed_signers = "{allowed}"\n' if allowed else ""
+    sign = f"[sign]\n{sign}" if sign else ""
     (folder / "sleuth.toml").write_text(
         f'[hosts.local]\nroots = ["{folder / "demo"}"]\n{sign}{extra}'
     )

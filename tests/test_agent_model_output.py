@@ -187,7 +187,9 @@ def test_a_resumed_run_keeps_counting_the_notices_it_already_gave(
     path.write_text("".join(lines[: second + 1]))
     with ScriptedAPI([completion(babble), completion(babble)], flavour="openai") as api:
         brain = OpenAIBrain("smollm2", base_url=api.url, tool_choice="required")
-        resumed = resume_investigation(path, ctx, Settings(), brain=brain).run()
+        resumed = resume_investigation(
+            path, ctx, Settings(), brain=brain, trust_unsigned=True
+        ).run()
     # Two notices were given before the kill: the third pseudo-call ends the run.
     assert len(api.requests) == 1
     assert resumed.status == "unsupported" and resumed.answer == babble

@@ -288,8 +288,10 @@ def test_resources_list_and_read_transcripts_and_hosts_and_nothing_else(tmp_path
     anyio.run(session)
 
     assert "sleuth://hosts" in seen["uris"]
-    assert seen["transcript"].contents[0].text.startswith('{"seq":0')
-    assert "magic word 42" in seen["transcript"].contents[0].text
+    verdict, transcript = seen["transcript"].contents
+    assert verdict.text.startswith("INTEGRITY ONLY: not signed"), "verify's verdict first"
+    assert transcript.text.startswith('{"seq":0')
+    assert "magic word 42" in transcript.text
     assert '"name": "local"' in seen["hosts"].contents[0].text
     assert "no resource" in seen["escaped"]
     assert "Question: is MTP there?" in seen["prompt"].text

@@ -61,7 +61,7 @@ def test_an_edited_mcp_transcript_fails_verify_at_the_edited_line(
     lines[1] = lines[1].replace("magic word 42", "magic word 43")
     path.write_text("\n".join(lines) + "\n")
     verified = project.cli("verify", str(path))
-    assert verified.returncode == 1 and "from line 2" in verified.stdout
+    assert verified.returncode == 1 and verified.stdout.startswith("NOT VERIFIED: line 2 (hash)")
 
 
 def test_live_replay_reports_the_changed_file_and_the_finding_that_no_longer_holds(

@@ -26,6 +26,8 @@ from tests.test_agent_anthropic import workspace
 from tests.test_replay import record, script
 
 __all__ = ["workspace"]
+ONE_READ = [f"os.open {os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC:#o}"]
+"""The one opening of the file: as itself, never through a link (`safe_files.read_file`)."""
 REFERENCES = sorted((Path(__file__).resolve().parent.parent / "transcripts").glob("*.jsonl"))
 runner = CliRunner()
 
@@ -83,7 +85,7 @@ def test_sleuth_replay_reads_the_transcript_once(
     assert json.loads(result.stdout)["ok"] and json.loads(result.stdout)["mode"] == (
         "live" if live else "offline"
     )
-    assert opened == ["open rb"]
+    assert opened == ONE_READ
 
 
 @pytest.mark.parametrize("path", REFERENCES, ids=lambda p: p.stem)
@@ -91,7 +93,7 @@ def test_each_reference_transcript_replays_from_one_read(path: Path) -> None:
     with reads_of(path) as opened:
         result = runner.invoke(app, ["replay", str(path), "--json"])
     assert result.exit_code == 0, result.output
-    assert opened == ["open rb"]
+    assert opened == ONE_READ
 
 
 def test_sleuth_resume_reads_the_transcript_once(
@@ -107,9 +109,10 @@ def test_sleuth_resume_reads_the_transcript_once(
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-reads")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
         with reads_of(path) as opened:
-            args = ["resume", str(path), "--json", "--config", str(config), "--base-url", api.url]
+            args = ["resume", str(path), "--json", "--config", str(config), "--base-url", api.url,
+                    "--trust-unsigned"]  # fmt: skip
             result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["status"] == "answered"
-    assert opened == ["open rb"]
+    assert opened == ONE_READ
     assert verify(path).ok and verify(path).ended

@@ -14,6 +14,7 @@ import pytest
 from browser import rendered_dom
 
 from sleuth.transcripts.render.html import render_html
+from sleuth.transcripts.render.phrases import Banner
 from sleuth.transcripts.store import load
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -63,6 +64,7 @@ def test_the_report_leads_with_coloured_verdicts_and_summary_and_has_no_placehol
 def test_an_unverified_report_shows_its_banner_first(tmp_path: Path) -> None:
     events = load(REFERENCE / "mtp-heads.jsonl").events
     page = tmp_path / "report.html"
-    page.write_text(render_html(events, "NOT VERIFIED: line 4 (hash): edited"), encoding="utf-8")
+    banner = Banner("NOT VERIFIED: line 4 (hash): edited", "failed")
+    page.write_text(render_html(events, banner), encoding="utf-8")
     text: str = rendered(page)["text"]
     assert text.index("NOT VERIFIED: line 4") < text.index("Verdicts")

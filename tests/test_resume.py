@@ -98,11 +98,14 @@ def test_a_killed_ask_verifies_as_a_prefix_and_resume_finishes_it(project: Path,
     report = json.loads(out)
     assert code == 3 and report["ok"] and not report["ended"]  # intact, unsigned
     before = len(load(path).events)
+    unsigned = path.read_bytes()
+    code, _, err = finish(sleuth(["resume", str(path)], project, sshd.home, "http://127.0.0.1:9"))
+    assert code == 1 and "no allowed signature vouches" in err and "--trust-unsigned" in err
+    assert path.read_bytes() == unsigned, "an unsigned prefix is not continued unasked"
 
     with ScriptedAPI(REST) as api:
-        code, out, err = finish(
-            sleuth(["resume", str(path), "--json", "--base-url", api.url], project, sshd.home)
-        )
+        args = ["resume", str(path), "--json", "--base-url", api.url, "--trust-unsigned"]
+        code, out, err = finish(sleuth(args, project, sshd.home))
     assert code == 0, err
     result = json.loads(out)
     assert result["status"] == "answered" and result["transcript"] == str(path)
@@ -131,7 +134,9 @@ def test_resume_refuses_a_finished_or_tampered_transcript(project: Path, sshd: A
     assert code == 1 and "fails verification at line" in err and "sleuth verify" in err
 
     with ScriptedAPI(REST) as api:
-        resumed = sleuth(["resume", str(path), "--base-url", api.url], project, sshd.home)
+        resumed = sleuth(
+            ["resume", str(path), "--base-url", api.url, "--trust-unsigned"], project, sshd.home
+        )
         assert finish(resumed)[0] == 0
     code, _, err = finish(sleuth(["resume", str(path)], project, sshd.home, "http://127.0.0.1:9"))
     assert code == 1 and "already ended" in err
@@ -186,7 +191,11 @@ def test_resume_twice_after_two_kills_keeps_every_completed_turn(
         tool_use("toolu_src2", "read_lines", host="gpu", path="src/model.py"),
     )
     with ScriptedAPI([redo, stall(60, message(text("never")))]) as api:
-        proc = sleuth(["resume", str(path), "--json", "--base-url", api.url], project, sshd.home)
+        proc = sleuth(
+            ["resume", str(path), "--json", "--base-url", api.url, "--trust-unsigned"],
+            project,
+            sshd.home,
+        )
         _kill_when(
             path.parent, proc, lambda data: b'"toolu_src2"' in data and len(api.requests) >= 2
         )
@@ -201,7 +210,11 @@ def test_resume_twice_after_two_kills_keeps_every_completed_turn(
     ]
     with ScriptedAPI(final) as api:
         code, out, err = finish(
-            sleuth(["resume", str(path), "--json", "--base-url", api.url], project, sshd.home)
+            sleuth(
+                ["resume", str(path), "--json", "--base-url", api.url, "--trust-unsigned"],
+                project,
+                sshd.home,
+            )
         )
     assert code == 0, err
     sent = api.bodies()[0]["messages"]

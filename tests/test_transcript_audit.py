@@ -45,6 +45,13 @@ def project(tmp_path: Path, alice: Key) -> Path:
     return demo_project(tmp_path / "project", alice)
 
 
+@pytest.fixture
+def checked_project(tmp_path: Path, alice: Key) -> Path:
+    """`project` whose sleuth.toml also names alice as the allowed signer."""
+    signers = allow(tmp_path, [("alice@example.com", alice)])
+    return demo_project(tmp_path / "project", alice, allowed=signers)
+
+
 def verified(project: Path, path: Path, *args: str) -> tuple[int, dict[str, Any]]:
     result = sleuth(project, "verify", str(path), "--json", *args)
     return result.exit_code, json.loads(result.stdout)
@@ -232,12 +239,14 @@ def died_in_third_turn(project: Path, tmp_path: Path) -> tuple[Path, list[dict[s
 
 
 def test_a_signed_run_resumed_without_a_key_says_so_and_is_integrity_only(
-    project: Path, alice: Key, tmp_path: Path
+    checked_project: Path, alice: Key, tmp_path: Path
 ) -> None:
+    project = checked_project
     path, kept = died_in_third_turn(project, tmp_path)
     resumed = sleuth(project, "resume", str(path), "--no-sign", "--json")
     assert resumed.exit_code == 0, resumed.output
-    assert events(path)[len(kept)]["where"] == "sign"
+    assert events(path)[len(kept)]["type"] == "session_started"
+    assert events(path)[len(kept) + 1]["where"] == "sign"
     signers = allow(tmp_path, [("alice@example.com", alice)])
     code, report = verified(project, path, "--allowed-signers", str(signers))
     assert (code, report["verdict"]) == (3, "integrity_only")
@@ -246,8 +255,9 @@ def test_a_signed_run_resumed_without_a_key_says_so_and_is_integrity_only(
 
 
 def test_a_torn_tail_is_named_and_resume_goes_on_with_a_repair_event(
-    project: Path, alice: Key, tmp_path: Path
+    checked_project: Path, alice: Key, tmp_path: Path
 ) -> None:
+    project = checked_project
     path, kept = died_in_third_turn(project, tmp_path)
     torn = b'{"seq":%d,"ts":"2026-' % len(kept)
     with open(path, "ab") as handle:
@@ -259,7 +269,8 @@ def test_a_torn_tail_is_named_and_resume_goes_on_with_a_repair_event(
                    "--export-head", str(head))  # fmt: skip
     assert "torn: the run died" in shown.stdout and "no session_ended" in shown.stdout
     code, report = verified(project, path, "--allowed-signers", str(signers))
-    assert code == 0 and report["signed_events"] == len(kept) and not report["ended"]
+    assert (code, report["verdict"]) == (3, "signed_prefix"), "signed, but the run did not end"
+    assert report["signed_events"] == len(kept) and not report["ended"]
     # The latest signature is the last signature event's; ssh-keygen checks it as exported.
     assert head.read_bytes() == head_bytes(
         kept[0]["session_id"], kept[-1]["head_seq"], kept[-1]["head_hash"]
@@ -275,12 +286,12 @@ def test_a_torn_tail_is_named_and_resume_goes_on_with_a_repair_event(
     assert resumed.exit_code == 0, resumed.output
     assert json.loads(resumed.stdout)["status"] == "answered"
     after = events(path)
-    repair = after[len(kept)]
+    repair = after[len(kept) + 1]
     assert repair["type"] == "repaired" and repair["dropped_bytes"] == len(torn)
     assert repair["dropped_sha256"] == hashlib.sha256(torn).hexdigest()
     assert Path(repair["backup"]).read_bytes().endswith(torn)
-    assert after[len(kept) + 1]["type"] == "session_started"
-    assert after[len(kept) + 1]["resumed_from"] == str(path)
+    assert after[len(kept)]["type"] == "session_started", "the resumed run's start comes first"
+    assert after[len(kept)]["resumed_from"] == str(path)
     code, report = verified(project, path, "--allowed-signers", str(signers))
     assert (code, report["verdict"], report["ledger"]["state"]) == (0, "signed", "match")
 

@@ -54,7 +54,8 @@ def test_json_format_is_the_events_as_an_array(transcript: Path) -> None:
     result = runner.invoke(app, ["show", str(transcript), "--format", "json"])
     assert result.exit_code == 0
     shown = json.loads(result.stdout)
-    assert shown["verified"] is True and shown["banner"] is None
+    assert shown["verified"] is True and shown["verdict"] == "integrity_only"
+    assert shown["banner"].startswith("INTEGRITY ONLY: not signed.")
     events = shown["events"]
     assert [e["seq"] for e in events] == list(range(8))
     assert events[0]["question"] == QUESTION

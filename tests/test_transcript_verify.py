@@ -93,7 +93,7 @@ def test_cli_verify_exits_1_and_names_the_line(tmp_path: Path) -> None:
     path.write_bytes(b"".join(lines))
     bad = runner.invoke(app, ["verify", str(path)])
     assert bad.exit_code == 1
-    assert "from line 6" in bad.stdout
+    assert bad.stdout.startswith("NOT VERIFIED: line 6 (seq)"), "the verdict first"
     as_json = runner.invoke(app, ["verify", "--json", str(path)])
     assert as_json.exit_code == 1
     data = json.loads(as_json.stdout)

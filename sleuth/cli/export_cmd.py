@@ -31,7 +31,7 @@ export_app = typer.Typer(
 
 
 @export_app.command("otel")
-@shared_options("otel_content", "as_json")
+@shared_options("otel_content", "as_json", "config")
 def otel(
     transcripts: Annotated[
         list[Path], typer.Argument(help="Transcript files (.jsonl) to export.", show_default=False)
@@ -62,7 +62,8 @@ def otel(
     Each transcript is one trace (a resumed run's segments included) of GenAI spans:
     invoke_agent, chat per model turn, execute_tool per call. Ids derive from the
     transcript, so exporting a run again, or after it was exported live, gives the same
-    spans. A transcript that does not verify is refused.
+    spans. A transcript `sleuth verify` fails (against [sign] allowed_signers and the ledger) is
+    refused.
 
     Example: sleuth export otel transcripts/*.jsonl --endpoint http://127.0.0.1:4318
 
@@ -89,7 +90,8 @@ def otel(
         )
     try:
         tools = frozenset(all_tools())
-        spans, metrics = recorded.convert_files(transcripts, opts.otel_content, tools)
+        against = opts.anchors(opts.settings())
+        spans, metrics = recorded.convert_files(transcripts, opts.otel_content, tools, against)
         if out is not None:
             recorded.write_otlp_json(out, spans, metrics)
         elif where is not None and not recorded.send(where, spans, metrics, warn):

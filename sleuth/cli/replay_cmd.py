@@ -50,6 +50,7 @@ from sleuth.config import LOCAL, Settings
 from sleuth.outputs import ReplayOutput
 from sleuth.tools.context import ToolContext
 from sleuth.transcripts.controls import shown
+from sleuth.transcripts.ledger import LedgerError
 from sleuth.transcripts.store import TranscriptError
 
 
@@ -78,18 +79,22 @@ def replay_cmd(
 ) -> None:
     """Run a recorded investigation again; exit 1 at the first divergence (or any drift).
 
-    Offline, the recorded model turns and tool results drive the same loop: the same calls and
-    findings must come. With --live the tools run on today's hosts and each changed output and
-    each finding that no longer holds is reported.
+    `sleuth verify`'s verdict comes first (against [sign] allowed_signers and the ledger); a
+    transcript it fails is not replayed. Offline, the recorded model turns and tool results
+    drive the same loop: the same calls and findings must come. With --live the tools run on
+    today's hosts and each changed output and each finding that no longer holds is reported.
     Example: sleuth replay transcripts/20261129T093012Z-ab12.jsonl --live
     """
+    settings = opts.settings()
     try:
-        recorded = replayable(transcript)
-    except (ReplayError, TranscriptError) as exc:
+        recorded = replayable(transcript, opts.anchors(settings))
+    except (ReplayError, TranscriptError, LedgerError) as exc:
         fail(str(exc))
+    if not opts.as_json:
+        say(recorded.report.headline)
     ctx = None
     if live:
-        ctx = _context(recorded, opts.settings(), opts, False, False)
+        ctx = _context(recorded, settings, opts, False, False)
     try:
         result = replay(recorded, live_ctx=ctx)
     except (ReplayError, TranscriptError) as exc:
@@ -171,20 +176,31 @@ def resume_cmd(
     base_url: BaseUrl = None,
     max_tokens: MaxTokens = None,
     tool_choice: FirstToolChoice = None,
+    trust_unsigned: Annotated[
+        bool,
+        typer.Option(
+            "--trust-unsigned",
+            help="Go on even though no allowed signature vouches for the events already "
+            "recorded; the transcript records it, and verify counts them as unsigned.",
+        ),
+    ] = False,
     *,
     opts: SharedOptions,
 ) -> None:
     """Continue an interrupted investigation from its last complete turn, in the same file.
 
-    The brain, its options and the limits are the recorded ones, not the defaults the flags
-    name; a flag given here wins, and each difference from today's settings is said before the
-    run goes on.
+    `sleuth verify`'s verdict comes first; a transcript it fails is not continued, nor one
+    whose events no allowed signature (or the key signing now) vouches for, unless
+    --trust-unsigned. The brain, its options and the limits are the recorded ones, not the
+    defaults the flags name; a flag given here wins, and each difference from today's
+    settings is said before the run goes on.
     Example: sleuth resume transcripts/20261129T093012Z-ab12.jsonl
     """
     try:
-        recorded = resumable(transcript)
-    except (ResumeError, TranscriptError) as exc:
+        recorded = resumable(transcript, opts.anchors(opts.settings()))
+    except (ResumeError, TranscriptError, LedgerError) as exc:
         fail(str(exc))
+    say(recorded.report.headline)
     start = recorded.recording.start
     settings, notes = recorded_limits(start, opts.settings())
     overrides = BrainOverrides(model, base_url, max_tokens, tool_choice)
@@ -204,7 +220,15 @@ def resume_cmd(
     try:
         seal = opts.seal(settings)
         warnings = seal.warnings
-        inv = resume_investigation(recorded, ctx, settings, brain=brain, observer=view, seal=seal)
+        inv = resume_investigation(
+            recorded,
+            ctx,
+            settings,
+            brain=brain,
+            observer=view,
+            seal=seal,
+            trust_unsigned=trust_unsigned,
+        )
         with view:
             result = inv.run()
     except (ResumeError, TranscriptError) as exc:

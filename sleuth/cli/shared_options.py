@@ -26,14 +26,16 @@ import typer
 
 from sleuth.agent.protocols import Quiet
 from sleuth.agent.view import LiveView
-from sleuth.cli.common import Tracing, err_console, settings_or_exit, telemetry
+from sleuth.cli.common import EXIT_USAGE, Tracing, err_console, fail, settings_or_exit, telemetry
 from sleuth.cli.host_context import open_context
 from sleuth.cli.sealing import seal_for
 from sleuth.config import Settings
 from sleuth.hosts.groups import Selection
 from sleuth.tools.approval import Approver, deny_all
 from sleuth.tools.context import ToolContext
+from sleuth.transcripts.allowed_signers import AllowedSignersError
 from sleuth.transcripts.seal import Seal
+from sleuth.transcripts.verify import Anchors, anchors
 
 ConfigPath = Annotated[
     Path | None,
@@ -106,6 +108,14 @@ class SharedOptions:
     def settings(self) -> Settings:
         """--config's settings; exit 2 naming the fault when they do not load."""
         return settings_or_exit(self.config)
+
+    def anchors(self, settings: Settings) -> Anchors:
+        """What every reader checks a transcript against, as `sleuth verify` does: the
+        configured allowed signers and the ledger; exit 2 when the signers file is bad."""
+        try:
+            return anchors(settings.sign.allowed_signers, settings.ledger.path)
+        except AllowedSignersError as exc:
+            fail(str(exc), EXIT_USAGE)
 
     def tracing(self, send_each_session: bool = False) -> Tracing:
         """The live telemetry export --otlp-endpoint and --otel-content ask for (`telemetry`)."""

@@ -28,27 +28,18 @@ from sleuth.transcripts.allowed_signers import (
     read_allowed_signers,
 )
 from sleuth.transcripts.ledger import LedgerError, ledger_path
-from sleuth.transcripts.render import FORMATS, render
+from sleuth.transcripts.render import FORMATS, Banner, render
 from sleuth.transcripts.render.text import render_rich
 from sleuth.transcripts.sign import NAMESPACE, head_bytes
-from sleuth.transcripts.store import LoadedTranscript, TranscriptError, load
-from sleuth.transcripts.verify import VerifyReport, not_verified, signed_head, verify
+from sleuth.transcripts.store import TranscriptError, load_data, read_transcript
+from sleuth.transcripts.verify import VerifyReport, signed_head, verify, verify_bytes
 
 EXIT_INTEGRITY_ONLY = EXIT_BUDGET
 """3, as for `ask`: finished without a fault, but short of a trustworthy answer; here, an
 intact transcript that nothing proves the author of."""
 
 
-def _load_or_exit(path: Path) -> LoadedTranscript:
-    try:
-        loaded = load(path)
-    except TranscriptError as exc:
-        fail(str(exc))
-    if loaded.torn_tail:
-        err_console.print(f"[yellow]warning:[/] {escape(str(path))}: {escape(loaded.torn_tail)}")
-    return loaded
-
-
+@shared_options("config")
 def show(
     transcript: TranscriptFile,
     fmt: Annotated[
@@ -57,21 +48,32 @@ def show(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
     ] = None,
+    *,
+    opts: SharedOptions,
 ) -> None:
-    """Tell an investigation: the verdicts and summary first, then each turn's calls.
+    """Tell an investigation: `sleuth verify`'s verdict first, then the findings and summary,
+    then each turn's calls.
 
-    The hash chain is checked first; a transcript that fails is shown under a NOT VERIFIED
-    banner naming the first bad line.
+    The verdict is verify's own (chain, signatures against [sign] allowed_signers, the
+    ledger, the end): a transcript that fails is shown under a NOT VERIFIED banner naming the
+    first bad line.
 
     Example: sleuth show transcripts/20261129T093012Z-ab12.jsonl --format html -o report.html
     """
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}", EXIT_USAGE)
-    try:
-        banner = not_verified(verify(transcript))
-    except TranscriptError as exc:
+    against = opts.anchors(opts.settings())
+    try:  # one read: what is shown is what was judged
+        data = read_transcript(transcript)
+        banner = Banner.of(verify_bytes(transcript, data, against))
+        loaded = load_data(transcript, data)
+    except (TranscriptError, LedgerError) as exc:
         fail(str(exc))
-    events = _load_or_exit(transcript).events
+    if loaded.torn_tail:
+        err_console.print(
+            f"[yellow]warning:[/] {escape(str(transcript))}: {escape(loaded.torn_tail)}"
+        )
+    events = loaded.events
     if output is None and fmt == "text":
         if console.is_terminal:
             console.print(render_rich(events, banner))
@@ -89,36 +91,33 @@ def show(
 
 
 def _print_report(report: VerifyReport) -> None:
-    name = escape(report.transcript)
-    events = plural(report.events, "event")
+    styles = {"signed": "bold green", "failed": "bold red"}
+    style = styles.get(report.verdict, "bold yellow")
+    console.print(f"[{style}]{escape(report.headline)}[/]", highlight=False)  # the verdict first
     if report.problems:
-        title = f"{name}: {plural(len(report.problems), 'problem')}"
+        title = (
+            f"{escape(report.transcript)}: {plural(len(report.problems), 'problem')}, "
+            f"{plural(report.events, 'line')} checked"
+        )
         table = Table("line", "kind", "problem", title=title)
         for problem in report.problems:
             table.add_row(str(problem.line), problem.kind, escape(problem.message))
         console.print(table)
-        first = report.problems[0].line
-        console.print(
-            f"[bold red]TAMPERED OR INVALID[/] from line {first}: "
-            f"{plural(report.events, 'line')} checked."
-        )
-    elif report.verdict == "signed":
-        console.print(f"[bold green]SIGNED[/] {name}: {events}, hash chain intact.")
-    else:
-        console.print(
-            f"[bold yellow]INTEGRITY ONLY[/]: {escape(report.integrity_only or '')}. {name}: "
-            f"{events}, hash chain intact, but nothing proves who wrote it."
-        )
     for signer in report.signers:
         who = ", ".join(signer.principals) or "(signer not checked)"
         key = escape(f"{signer.key_type} {signer.fingerprint}")
         console.print(
-            f"signed by {escape(who)}: {key}, events 0-"
-            f"{signer.covers - 1} ({escape(signer.where)})",
+            f"events {signer.first}-{signer.covers - 1} appended and signed by {escape(who)}: "
+            f"{key} ({escape(signer.where)})",
             highlight=False,
         )
-    if report.ledger is not None and report.ledger.state in ("match", "not_in_ledger"):
-        console.print(f"ledger: {escape(report.ledger.message)}", highlight=False)
+    if report.ledger is not None:
+        n = report.ledger.entries
+        console.print(
+            f"ledger: {n} {'entry' if n == 1 else 'entries'} for this session; "
+            f"{escape(report.ledger.message)}",
+            highlight=False,
+        )
     if report.torn_tail:
         console.print(f"[yellow]warning:[/] {escape(report.torn_tail)}")
     if not report.ended and report.events:
@@ -188,10 +187,11 @@ def verify_cmd(
 ) -> None:
     """Check a transcript's schema, hash chain, end, signatures and ledger entry.
 
-    Exit codes: 0 signed by an allowed signer over every event; 1 tampered or invalid (the
-    line and why: an edit, an event after session_ended, a signature that fails or an unknown
-    signer, a ledger entry that differs); 3 integrity only (intact, but not signed, or the
-    signer not checked, or events after the last signature).
+    Exit codes: 0 a run that ended, signed by an allowed signer over every event; 1 tampered
+    or invalid (the line and why: an edit, an event after session_ended, a signature that
+    fails or an unknown signer, a ledger entry that differs, is forged or is not the only one
+    for the session); 3 intact but short of that: signed only through an event where the run
+    did not end, not signed, the signer not checked, or events no signature vouches for.
     Example: sleuth verify transcripts/20261129T093012Z-ab12.jsonl --allowed-signers signers
     """
     settings = opts.settings()
@@ -208,5 +208,10 @@ def verify_cmd(
         print_json(report)
     else:
         _print_report(report)
-    codes = {"signed": EXIT_OK, "integrity_only": EXIT_INTEGRITY_ONLY, "failed": EXIT_ERROR}
+    codes = {
+        "signed": EXIT_OK,
+        "signed_prefix": EXIT_INTEGRITY_ONLY,
+        "integrity_only": EXIT_INTEGRITY_ONLY,
+        "failed": EXIT_ERROR,
+    }
     raise typer.Exit(codes[report.verdict])

@@ -2,7 +2,9 @@
 
 `sleuth://hosts` is the sleuth.toml view (names, ssh aliases, roots, allowed tools), which
 holds no secret: keys and passwords live in the SSH agent and ~/.ssh, never in sleuth.toml.
-`sleuth://transcripts/<file>.jsonl` is one transcript, read by its name in that one folder.
+`sleuth://transcripts/<file>.jsonl` is one transcript, read by its name in that one folder
+(never through a link): first `sleuth verify`'s verdict on it (text/plain, its headline, from
+the same bytes, against the configured allowed signers and ledger), then the file itself.
 """
 
 from __future__ import annotations
@@ -15,7 +17,11 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from sleuth.config import Settings
+from sleuth.transcripts.allowed_signers import AllowedSignersError
+from sleuth.transcripts.ledger import LedgerError, ledger_path
 from sleuth.transcripts.redact import redact
+from sleuth.transcripts.safe_files import read_file
+from sleuth.transcripts.verify import Anchors, anchors, verify_bytes
 
 HOSTS_URI = "sleuth://hosts"
 TRANSCRIPT_PREFIX = "sleuth://transcripts/"
@@ -40,7 +46,7 @@ def listing(transcripts: Path) -> list[types.Resource]:
                 types.Resource(
                     name=path.name,
                     uri=TRANSCRIPT_PREFIX + path.name,
-                    description="A Sleuth transcript (hash-chained JSON Lines).",
+                    description="A Sleuth transcript: verify's verdict, then the JSON Lines.",
                     mime_type=TRANSCRIPT_MIME,
                     size=path.stat().st_size,
                 )
@@ -53,15 +59,35 @@ def read(uri: str, transcripts: Path, settings: Settings) -> types.ReadResourceR
         return _contents(uri, "application/json", hosts_json(settings))
     name = uri.removeprefix(TRANSCRIPT_PREFIX)
     if name != uri and _TRANSCRIPT_NAME.fullmatch(name):
-        path = transcripts / name
-        if path.is_file() and not path.is_symlink():
-            return _contents(
-                uri, TRANSCRIPT_MIME, path.read_text(encoding="utf-8", errors="replace")
-            )
+        try:
+            return _transcript(uri, transcripts / name, settings)
+        except OSError:
+            pass  # missing, a link, not a file: no such resource
     raise MCPError(
         types.INVALID_PARAMS,
         f"no resource {uri!r}; list them with resources/list ({HOSTS_URI} or "
         f"{TRANSCRIPT_PREFIX}<name>.jsonl from {transcripts})",
+    )
+
+
+def _transcript(uri: str, path: Path, settings: Settings) -> types.ReadResourceResult:
+    """The verdict first, then the transcript, both from one read of the file."""
+    data = read_file(path)
+    try:
+        against = anchors(settings.sign.allowed_signers, settings.ledger.path)
+    except AllowedSignersError:  # unreadable: the verdict then says the signer is not checked
+        against = Anchors(None, ledger_path(settings.ledger.path))
+    try:
+        verdict = verify_bytes(path, data, against).headline
+    except LedgerError as exc:
+        verdict = f"NOT VERIFIED: {exc}"
+    return types.ReadResourceResult(
+        contents=[
+            types.TextResourceContents(uri=uri, mime_type="text/plain", text=verdict),
+            types.TextResourceContents(
+                uri=uri, mime_type=TRANSCRIPT_MIME, text=data.decode("utf-8", errors="replace")
+            ),
+        ]
     )
 
 

@@ -25,8 +25,9 @@ from sleuth.telemetry.otlp_json import metrics_json, traces_json
 from sleuth.telemetry.sdk import PlannedIds, resource, scope, tracer
 from sleuth.telemetry.send import otlp_sender
 from sleuth.telemetry.settings import Destination
+from sleuth.transcripts.ledger import LedgerError
 from sleuth.transcripts.store import TranscriptError
-from sleuth.transcripts.verify import load_verified, not_verified
+from sleuth.transcripts.verify import Anchors, load_verified, not_verified
 
 
 class ExportError(Exception):
@@ -34,18 +35,22 @@ class ExportError(Exception):
 
 
 def convert_files(
-    paths: Sequence[Path], content: bool = False, tools: frozenset[str] = frozenset()
+    paths: Sequence[Path],
+    content: bool = False,
+    tools: frozenset[str] = frozenset(),
+    against: Anchors | None = None,
 ) -> tuple[list[ReadableSpan], list[MetricsData]]:
     """Every transcript's spans (in the order they ended) and its segments' metrics; `tools`:
-    the registered tools' names, the only ones that leave without content."""
+    the registered tools' names, the only ones that leave without content; a transcript
+    `sleuth verify` fails against `against` (allowed signers, ledger) is refused."""
     collected = InMemorySpanExporter()
     planned, res, sc = PlannedIds(), resource(), scope()
     trc, _ = tracer(SimpleSpanProcessor(collected), planned, res)
     metrics: list[MetricsData | None] = []
     for path in paths:
         try:
-            report, loaded = load_verified(path)
-        except TranscriptError as exc:
+            report, loaded = load_verified(path, against)
+        except (TranscriptError, LedgerError) as exc:
             raise ExportError(str(exc)) from exc
         if loaded is None:
             raise ExportError(f"{path}: {not_verified(report)}")

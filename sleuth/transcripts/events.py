@@ -100,6 +100,9 @@ class SessionStarted(_Event):
     """sha256 of the canonical JSON of the request parameters (brain, model, limits)."""
     resumed_from: str | None = None
     """Path of the transcript this session continues, for `sleuth resume`."""
+    prefix_unchecked: str | None = None
+    """Set when `sleuth resume --trust-unsigned` went on from events that no allowed
+    signature vouched for: why not. `verify` never counts those events as signed."""
     client: dict[str, str] | None = None
     """The MCP client's name and version, for a `sleuth mcp` session (brain "mcp")."""
     brain_options: BrainOptions | None = None

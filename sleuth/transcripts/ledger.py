@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from sleuth.transcripts.allowed_signers import AllowedSigners
+from sleuth.transcripts.sign import NAMESPACE, SignatureError, check, head_bytes, parse
 from sleuth.transcripts.store import encode_line, event_hash, split_lines, utc_timestamp
 
 LEDGER_FILE = "ledger.jsonl"
@@ -54,7 +56,7 @@ class LedgerEntry(BaseModel):
     hash: str = ""
 
 
-LedgerState = Literal["match", "not_in_ledger", "differs", "broken"]
+LedgerState = Literal["match", "not_in_ledger", "differs", "duplicate", "forged", "broken"]
 
 
 class LedgerCheck(BaseModel):
@@ -62,8 +64,13 @@ class LedgerCheck(BaseModel):
 
     ledger: str
     state: LedgerState
+    """match; not_in_ledger; differs (the entry holds another head); duplicate (more than one
+    entry: a session ends once, so the others were added); forged (the entry's signature fails,
+    or is not by an allowed signer); broken (the ledger's own chain fails)."""
     message: str
     entry_ts: str | None = None
+    entries: int = 0
+    """How many entries the ledger holds for this session: one for a session that ended."""
 
 
 def ledger_path(configured: str | None, env: Mapping[str, str] | None = None) -> Path:
@@ -79,7 +86,7 @@ def append_entry(path: Path, entry: LedgerEntry) -> LedgerEntry:
     """Seal `entry` onto the end of the ledger's chain and fsync it; return it as written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         raise LedgerError(f"cannot open ledger {path}: {exc.strerror or exc}") from exc
     try:
@@ -147,35 +154,80 @@ def read_ledger(path: Path) -> tuple[list[LedgerEntry], str | None]:
     return entries, None
 
 
-def check_ledger(path: Path, session_id: str, hashes: list[str]) -> LedgerCheck | None:
+def check_ledger(
+    path: Path, session_id: str, hashes: list[str], allowed: AllowedSigners | None = None
+) -> LedgerCheck | None:
     """The transcript (its session id and every event's hash, in order) against the ledger at
-    `path`; None when there is no ledger there."""
+    `path`, each entry's signature checked (its signer against `allowed` when given); None
+    when there is no ledger there."""
     if not path.is_file():
         return None
     entries, broken = read_ledger(path)
+    where = str(path)
     if broken is not None:
-        return LedgerCheck(ledger=str(path), state="broken", message=f"the ledger {broken}")
+        return LedgerCheck(ledger=where, state="broken", message=f"the ledger {broken}")
     mine = [e for e in entries if e.session_id == session_id]
     if not mine:
         return LedgerCheck(
-            ledger=str(path),
+            ledger=where,
             state="not_in_ledger",
             message=f"session {session_id} is not in the ledger {path}",
         )
-    for entry in mine:
-        if entry.head_seq == len(hashes) - 1 and hashes[entry.head_seq] == entry.head_hash:
-            return LedgerCheck(
-                ledger=str(path),
-                state="match",
-                entry_ts=entry.ts,
-                message=f"matches the ledger entry of {entry.ts} ({path})",
-            )
-    entry = mine[-1]
+    count, entry = len(mine), mine[-1]
+    if count > 1:
+        stamps = ", ".join(e.ts for e in mine)
+        return LedgerCheck(
+            ledger=where,
+            state="duplicate",
+            entries=count,
+            entry_ts=entry.ts,
+            message=f"the ledger holds {count} entries for session {session_id} ({stamps}); a "
+            f"session ends once, so all but one were added later: the ledger ({path}) was "
+            "appended to by someone else, and the transcript may be rewritten",
+        )
+    forged = _entry_signature_problem(entry, allowed)
+    if forged is not None:
+        return LedgerCheck(
+            ledger=where,
+            state="forged",
+            entries=1,
+            entry_ts=entry.ts,
+            message=f"the ledger entry of {entry.ts} for session {session_id}: {forged} ({path})",
+        )
+    if entry.head_seq == len(hashes) - 1 and hashes[entry.head_seq] == entry.head_hash:
+        return LedgerCheck(
+            ledger=where,
+            state="match",
+            entries=1,
+            entry_ts=entry.ts,
+            message=f"matches the session's one ledger entry, of {entry.ts} ({path})",
+        )
     return LedgerCheck(
-        ledger=str(path),
+        ledger=where,
         state="differs",
+        entries=1,
         entry_ts=entry.ts,
         message=f"differs from the ledger entry of {entry.ts}: the ledger recorded "
         f"{entry.head_seq + 1} events ending in hash {entry.head_hash[:16]}…, the file has "
         f"{len(hashes)} ending in {hashes[-1][:16] if hashes else '(none)'}… ({path})",
     )
+
+
+def _entry_signature_problem(entry: LedgerEntry, allowed: AllowedSigners | None) -> str | None:
+    """Why the entry's signature over its head does not hold, or None (also for an unsigned
+    entry: an unsigned run records one)."""
+    if entry.sshsig is None:
+        return None if entry.signer is None else "it names a signer but carries no signature"
+    try:
+        signature = parse(entry.sshsig)
+        check(signature, head_bytes(entry.session_id, entry.head_seq, entry.head_hash))
+    except SignatureError as exc:
+        return f"its signature does not sign its head: {exc}"
+    if entry.signer != signature.fingerprint:
+        return f"it names signer {entry.signer!r}, but its signature is by {signature.fingerprint}"
+    if allowed is not None and not allowed.principals_for(signature.public_blob, NAMESPACE):
+        return (
+            f"it is signed by {signature.fingerprint}, a key not in {allowed.path} for "
+            f"namespace {NAMESPACE}: an unknown signer"
+        )
+    return None

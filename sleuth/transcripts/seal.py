@@ -16,7 +16,6 @@ is recorded as an `error` event where="sign", and the rest of the run goes on un
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from pydantic import BaseModel, Field
 from sleuth.transcripts.allowed_signers import AllowedSignersError, read_allowed_signers
 from sleuth.transcripts.events import ErrorEvent, SignatureEvent
 from sleuth.transcripts.ledger import LedgerEntry, LedgerError, append_entry
+from sleuth.transcripts.safe_files import replace_whole
 from sleuth.transcripts.sign import (
     NAMESPACE,
     Signer,
@@ -163,10 +163,6 @@ def _principals(blob: bytes, allowed_signers: Path | None) -> tuple[list[str], s
 
 
 def write_detached(path: Path, armored: str) -> None:
-    """Write `path` whole and durably: a reader never sees half a signature."""
-    temp = path.with_name(f".{path.name}.tmp")
-    with open(temp, "w", encoding="ascii") as handle:
-        handle.write(armored)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
+    """Write `path` whole, durably and 0600: a reader never sees half a signature, and a link
+    planted at its name or at the temporary one is replaced, never written through."""
+    replace_whole(path, armored.encode("ascii"))

@@ -3,19 +3,23 @@
 ```python
 found = check_signatures(path, raws, allowed)     # raws: the events as parsed dicts
 found.problems     # [(line, why)]: a signature that fails, a head that was rewritten...
-found.covered      # events, from the first, that a valid signature covers
+found.covered      # events that a valid signature vouches for
 found.gap          # why the transcript is integrity only (None when fully signed and checked)
 ```
 
-A signature over head N covers events 0..N through the hash chain; a `signature` event right
-after its head covers itself too (it carries nothing but the signature). The `.sig` file
-signs the last event, session_ended, of a finished run; one that signs anything else means
-the file changed after it was signed. A run that died has no `.sig`: its latest signature
-is its last `signature` event.
+A signature over head N holds events 0..N fixed through the hash chain, but it vouches only
+for the events its own run appended: a run (the first, or one `sleuth resume` picked up at a
+`session_started` with `resumed_from`) signs from its own start to N. So a resumed run's key
+never vouches for events it did not see made; those need their own run's signatures. A
+`signature` event right after its head covers itself too (it carries nothing but the
+signature). The `.sig` file signs the last event, session_ended, of a finished run; one that
+signs anything else means the file changed after it was signed. A run that died has no
+`.sig`: its latest signature is its last `signature` event.
 """
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sleuth.transcripts.allowed_signers import AllowedSigners
+from sleuth.transcripts.safe_files import read_file
 from sleuth.transcripts.seal import SIGNING, detached_path
 from sleuth.transcripts.sign import (
     NAMESPACE,
@@ -36,21 +41,24 @@ from sleuth.transcripts.store import Head
 
 
 class SignerReport(BaseModel):
-    """One key that signed the transcript (a resumed run may add another)."""
+    """One key that signed one run of the transcript (a resumed run is a run of its own)."""
 
     fingerprint: str
     key_type: str
     principals: list[str]
     """The allowed_signers principals that accept this key; empty when not checked."""
     covers: int
-    """Events, from the first, that this key's latest valid signature covers."""
+    """One past the last event this key's latest valid signature in this run vouches for."""
     where: str
     """`line N` for a signature event, or the `.sig` file."""
+    first: int = 0
+    """The first event it vouches for: where the run that appended and signed them began."""
 
 
 @dataclass
 class _Valid:
     signature: SshSignature
+    first: int
     covers: int
     where: str
     line: int
@@ -61,6 +69,7 @@ class SignatureFindings:
     problems: list[tuple[int, str]] = field(default_factory=list)
     signers: list[SignerReport] = field(default_factory=list)
     covered: int = 0
+    """Events that a valid signature vouches for."""
     detached: str | None = None
     gap: str | None = None
     head: Head | None = None
@@ -77,26 +86,40 @@ def check_signatures(
     session_id = str(raws[0].get("session_id", ""))
     hashes = [str(raw.get("hash", "")) for raw in raws]
     last = Head(session_id, len(raws) - 1, hashes[-1])
-    valid = _in_file(raws, session_id, hashes, found)
+    starts = run_starts(raws)
+    valid = _in_file(raws, session_id, hashes, starts, found)
     if valid:
         newest = raws[valid[-1].line - 1]
         found.head = Head(session_id, int(newest["head_seq"]), str(newest["head_hash"]))
         found.head_signature = str(newest["sshsig"])
-    sig_file = detached_path(path)
-    if sig_file.is_file():
-        found.detached = str(sig_file)
-        detached = _detached(sig_file, raws, last, found)
-        if detached is not None:
-            valid.append(detached)
-    found.covered = max((v.covers for v in valid), default=0)
+    detached = _detached(detached_path(path), raws, last, starts[-1], found)
+    if detached is not None:
+        valid.append(detached)
+    vouched = [False] * len(raws)
+    for v in valid:
+        vouched[v.first : v.covers] = [True] * (v.covers - v.first)
+    found.covered = sum(vouched)
     _signers(valid, allowed, found)
     if not found.problems:
-        found.gap = _gap(raws, valid, allowed, found)
+        found.gap = _gap(raws, valid, allowed, found, vouched)
     return found
 
 
+def run_starts(raws: list[dict[str, Any]]) -> list[int]:
+    """Where each run begins: event 0, and each `session_started` of a resumed run."""
+    return [0] + [i for i, raw in enumerate(raws) if i > 0 and raw.get("type") == "session_started"]
+
+
+def _run_start(starts: list[int], index: int) -> int:
+    return max(s for s in starts if s <= index)
+
+
 def _in_file(
-    raws: list[dict[str, Any]], session_id: str, hashes: list[str], found: SignatureFindings
+    raws: list[dict[str, Any]],
+    session_id: str,
+    hashes: list[str],
+    starts: list[int],
+    found: SignatureFindings,
 ) -> list[_Valid]:
     valid = []
     for index, raw in enumerate(raws):
@@ -131,21 +154,41 @@ def _in_file(
                 )
             )
             continue
+        first = _run_start(starts, index)
+        if head_seq < first:
+            found.problems.append(
+                (
+                    line,
+                    f"the signature is over event {head_seq}, before the run that holds it "
+                    f"began (event {first}): a run signs only the events it appended",
+                )
+            )
+            continue
         # A signature event right after its head covers itself: it adds nothing else.
         covers = index + 1 if head_seq == index - 1 else head_seq + 1
-        valid.append(_Valid(signature, covers, f"line {line}", line))
+        valid.append(_Valid(signature, first, covers, f"line {line}", line))
     return valid
 
 
 def _detached(
-    sig_file: Path, raws: list[dict[str, Any]], last: Head, found: SignatureFindings
+    sig_file: Path, raws: list[dict[str, Any]], last: Head, first: int, found: SignatureFindings
 ) -> _Valid | None:
     line = len(raws)
     try:
-        text = sig_file.read_text(encoding="ascii")
+        data = read_file(sig_file)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        found.detached = str(sig_file)
+        why = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or exc
+        found.problems.append((line, f"{sig_file} cannot be read: {why}"))
+        return None
+    found.detached = str(sig_file)
+    try:
+        text = data.decode("ascii")
         signature = parse(text)
         check(signature, head_bytes(last.session_id, last.seq, last.hash))
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         found.problems.append((line, f"{sig_file} cannot be read: {exc}"))
         return None
     except SignatureError as exc:
@@ -159,17 +202,18 @@ def _detached(
         )
         return None
     found.head, found.head_signature = last, text
-    return _Valid(signature, last.seq + 1, str(sig_file), line)
+    return _Valid(signature, first, last.seq + 1, str(sig_file), line)
 
 
 def _signers(valid: list[_Valid], allowed: AllowedSigners | None, found: SignatureFindings) -> None:
-    by_key: dict[bytes, SignerReport] = {}
+    by_key: dict[tuple[bytes, int], SignerReport] = {}
     for v in valid:
         sig = v.signature
-        report = by_key.get(sig.public_blob)
+        report = by_key.get((sig.public_blob, v.first))
         if report is None:
             principals = allowed.principals_for(sig.public_blob, NAMESPACE) if allowed else []
-            if allowed is not None and not principals:
+            known = any(blob == sig.public_blob for blob, _ in by_key)
+            if allowed is not None and not principals and not known:
                 found.problems.append(
                     (
                         v.line,
@@ -183,8 +227,9 @@ def _signers(valid: list[_Valid], allowed: AllowedSigners | None, found: Signatu
                 principals=principals,
                 covers=v.covers,
                 where=v.where,
+                first=v.first,
             )
-            by_key[sig.public_blob] = report
+            by_key[(sig.public_blob, v.first)] = report
         elif v.covers >= report.covers:
             report.covers, report.where = v.covers, v.where
     found.signers = list(by_key.values())
@@ -195,33 +240,59 @@ def _gap(
     valid: list[_Valid],
     allowed: AllowedSigners | None,
     found: SignatureFindings,
+    vouched: list[bool],
 ) -> str | None:
     """Why a transcript whose signatures all hold is still integrity only, or None."""
-    total, covered = len(raws), found.covered
     if not valid:
         return "not signed"
-    if covered < total:
-        tail = raws[covered:]
+    reasons = []
+    for first, last in _holes(vouched):
+        span = raws[first : last + 1]
         stopped = next(
-            (r for r in tail if r.get("type") == "error" and r.get("where") == SIGNING), None
+            (r for r in span if r.get("type") == "error" and r.get("where") == SIGNING), None
         )
-        if stopped is not None:
-            return f"events {covered}-{total - 1} are not signed: {stopped.get('message')}"
-        if any(r.get("type") == "session_ended" for r in raws):
+        after = raws[last + 1] if last + 1 < len(raws) else {}
+        if after.get("prefix_unchecked"):
+            reasons.append(
+                f"events {first}-{last} are not signed: `sleuth resume --trust-unsigned` went "
+                f"on from them at event {last + 1} ({after['prefix_unchecked']})"
+            )
+        elif stopped is not None:
+            reasons.append(f"events {first}-{last} are not signed: {stopped.get('message')}")
+        elif last == len(raws) - 1 and any(r.get("type") == "session_ended" for r in raws):
             found.problems.append(
                 (
-                    covered + 1,
-                    f"the session ended, but its end is not signed: events {covered}-"
-                    f"{total - 1} are covered by no signature ({found.detached or 'no .sig file'}"
-                    " does not sign the end); they were replaced or added after signing, or "
-                    "the .sig file was removed",
+                    first + 1,
+                    f"the session ended, but its end is not signed: events {first}-{last} are "
+                    f"covered by no signature ({found.detached or 'no .sig file'} does not "
+                    "sign the end); they were replaced or added after signing, or the .sig "
+                    "file was removed",
                 )
             )
             return None
-        return f"events {covered}-{total - 1} are not signed: the run stopped before signing them"
+        else:
+            reasons.append(
+                f"events {first}-{last} are not signed: the run that appended them stopped "
+                "before signing them, or they were added"
+            )
+    if reasons:
+        return "; ".join(reasons)
     if allowed is None:
         return (
             "the signer is not checked: no allowed signers (pass --allowed-signers FILE, or "
             "set [sign] allowed_signers in sleuth.toml)"
         )
     return None
+
+
+def _holes(vouched: list[bool]) -> list[tuple[int, int]]:
+    """The runs of events no signature vouches for, as (first, last)."""
+    holes: list[tuple[int, int]] = []
+    for index, ok in enumerate(vouched):
+        if ok:
+            continue
+        if holes and holes[-1][1] == index - 1:
+            holes[-1] = (holes[-1][0], index)
+        else:
+            holes.append((index, index))
+    return holes

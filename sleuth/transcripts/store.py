@@ -13,11 +13,12 @@ each `checkpoint()` and at session_ended (see `seal.py`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
-import shutil
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pydantic import ValidationError
 
 from sleuth.transcripts.events import Event, Repaired, SessionEnded, SessionStarted, parse_event
 from sleuth.transcripts.redact import redact_data
+from sleuth.transcripts.safe_files import NO_LINK, read_file, replace_whole, write_new
 
 if TYPE_CHECKING:  # seal imports this module: the writer is handed one, never imports it
     from sleuth.transcripts.seal import Seal
@@ -136,17 +138,30 @@ class LoadedTranscript:
     """A description of the cut-off last line, when there was one."""
 
 
+def _read_reason(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return (
+            f"cannot read transcript {path}: it is a symbolic link; Sleuth reads transcripts "
+            "only as the files themselves (name the file it points to)"
+        )
+    return f"cannot read transcript {path}: {_reason(exc)}"
+
+
+def read_transcript(path: Path) -> bytes:
+    """`read_file` for a transcript; TranscriptError names the file and the cause."""
+    try:
+        return read_file(path)
+    except OSError as exc:
+        raise TranscriptError(_read_reason(path, exc)) from exc
+
+
 def load(path: Path) -> LoadedTranscript:
     """Read a transcript. A torn last line is skipped and described; any other bad line raises.
 
     Raises TranscriptError naming the line number of the first unreadable event.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TranscriptError(f"cannot read transcript {path}: {_reason(exc)}") from exc
-    return load_data(path, data)
+    return load_data(path, read_transcript(path))
 
 
 def load_data(path: Path, data: bytes) -> LoadedTranscript:
@@ -191,10 +206,15 @@ class TranscriptWriter:
         self._last_type = last_type
         self._lock = threading.Lock()
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            self._size = os.fstat(self._fd).st_size
+            # Never through a link: a planted one fails (ELOOP) instead of being written to.
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NO_LINK, 0o600)
         except OSError as exc:
-            raise TranscriptError(f"cannot open transcript {path}: {_reason(exc)}") from exc
+            raise TranscriptError(_read_reason(path, exc).replace("read", "open", 1)) from exc
+        status = os.fstat(self._fd)
+        if not stat.S_ISREG(status.st_mode):
+            os.close(self._fd)
+            raise TranscriptError(f"cannot open transcript {path}: it is not a regular file")
+        self._size = status.st_size
 
     @classmethod
     def create(cls, directory: Path, session_id: str, seal: Seal | None = None) -> TranscriptWriter:
@@ -208,7 +228,7 @@ class TranscriptWriter:
         path = directory / f"{stamp}-{session_id}.jsonl"
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_LINK, 0o600))
         except FileExistsError as exc:
             raise TranscriptError(f"transcript {path} exists; use a new session id") from exc
         except OSError as exc:
@@ -217,14 +237,20 @@ class TranscriptWriter:
 
     @classmethod
     def reopen(
-        cls, path: Path, loaded: LoadedTranscript | None = None, seal: Seal | None = None
+        cls,
+        path: Path,
+        loaded: LoadedTranscript | None = None,
+        seal: Seal | None = None,
+        opening: Event | None = None,
     ) -> TranscriptWriter:
         """Continue an existing transcript's chain (for resume); `loaded` is the file as the
-        caller already read it, so it is not read again.
+        caller already read it, so it is not read again; `opening` (the resumed run's
+        `session_started`) is the first event appended, so everything the resumed run adds
+        follows its start.
 
         A torn last line is cut off first: the valid prefix is written to a
         temporary file and renamed over the original, whose full bytes are
-        kept beside it as `<name>.torn`, and the repair is the first event appended.
+        kept beside it as `<name>.torn`, and the repair is recorded after `opening`.
         """
         path = Path(path)
         loaded = load(path) if loaded is None else loaded
@@ -242,8 +268,9 @@ class TranscriptWriter:
                 seal=seal,
                 last_type=last.type,
             )
-        if repair is not None:
-            writer.append(repair)
+        for event in (opening, repair):
+            if event is not None:
+                writer.append(event)
         return writer
 
     @property
@@ -343,19 +370,12 @@ class TranscriptWriter:
 
 
 def _drop_torn_tail(path: Path) -> Repaired:
-    data = path.read_bytes()
-    torn = split_lines(data).torn_tail or b""
-    keep = len(data) - len(torn)
-    backup = path.with_name(path.name + ".torn")
-    temp = path.with_name(f".{path.name}.tmp")
     try:
-        shutil.copyfile(path, backup)
-        with open(temp, "wb") as handle:
-            handle.write(data[:keep])
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-        _fsync_dir(path.parent)
+        data = read_file(path)
+        torn = split_lines(data).torn_tail or b""
+        keep = len(data) - len(torn)
+        backup = _keep_beside(path, data)
+        replace_whole(path, data[:keep])
     except OSError as exc:
         raise TranscriptError(f"cannot repair torn transcript {path}: {_reason(exc)}") from exc
     return Repaired(
@@ -365,9 +385,14 @@ def _drop_torn_tail(path: Path) -> Repaired:
     )
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _keep_beside(path: Path, data: bytes) -> Path:
+    """`data` in `<name>.torn` (or `.torn.2`, ... when that name is taken: a second repair, or
+    something planted there, is never overwritten)."""
+    for n in range(1, 100):
+        backup = path.with_name(path.name + (".torn" if n == 1 else f".torn.{n}"))
+        try:
+            write_new(backup, data)
+            return backup
+        except FileExistsError:
+            continue
+    raise OSError(f"{path.name}.torn to .torn.99 all exist; move them away")

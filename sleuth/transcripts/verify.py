@@ -1,7 +1,8 @@
 """Check a transcript as an audit trail: schema, sequence, hash chain, end, signatures, ledger.
 
     report = verify(Path("transcripts/20261129T093012Z-ab12.jsonl"), allowed_signers=signers)
-    report.verdict        # "signed", "integrity_only" or "failed"
+    report.verdict        # "signed", "signed_prefix", "integrity_only" or "failed"
+    report.headline       # the one line every reader (show, replay, resume, MCP) puts first
     for problem in report.problems:
         print(problem.line, problem.kind, problem.message)
 
@@ -11,35 +12,40 @@ session_ended was added later. A torn last line (a crash mid-write) is not
 tampering: it is reported in `torn_tail` and the prefix before it can still
 verify. An unkeyed chain can be recomputed by whoever rewrites the file, so an
 intact chain alone is `integrity_only`; `signed` needs every event covered by
-a signature from a key in the allowed signers. The ledger, when there is one,
-must hold the same final head.
+a signature from a key in the allowed signers, each event vouched for by the run that
+appended it, and the session's end; every event signed by a run that did not end is
+`signed_prefix` ("signed through event N; the run did not end here"). The ledger, when there
+is one, must hold exactly one entry for the session, with the same final head. Every reader
+takes this one verdict (`verify`, or `load_verified` for one read of the file) and puts its
+`headline` first.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from sleuth.transcripts.allowed_signers import AllowedSigners
+from sleuth.transcripts.allowed_signers import AllowedSigners, read_allowed_signers
 from sleuth.transcripts.events import KNOWN_SCHEMA_VERSIONS, parse_event
-from sleuth.transcripts.ledger import LedgerCheck, check_ledger
+from sleuth.transcripts.ledger import LedgerCheck, check_ledger, ledger_path
 from sleuth.transcripts.signatures import SignerReport, check_signatures
 from sleuth.transcripts.store import (
     Head,
     LoadedTranscript,
-    TranscriptError,
     event_hash,
     load_data,
+    read_transcript,
     split_lines,
 )
 
 ProblemKind = Literal[
     "json", "schema", "seq", "chain", "hash", "start", "after_end", "signature", "ledger"
 ]
-Verdict = Literal["signed", "integrity_only", "failed"]
+Verdict = Literal["signed", "signed_prefix", "integrity_only", "failed"]
 
 
 class Problem(BaseModel):
@@ -63,9 +69,12 @@ class VerifyReport(BaseModel):
     ok: bool
     """No problem found: nothing edited, removed, added after the end, or falsely signed."""
     verdict: Verdict = "failed"
-    """signed (exit 0): every event covered by a signature from an allowed signer;
-    integrity_only (exit 3): intact, but nothing proves who wrote it (`integrity_only` says
-    why); failed (exit 1): see `problems`."""
+    """signed (exit 0): a session that ended, every event covered by a signature from an
+    allowed signer; signed_prefix (exit 3): the same, but the run did not end (it died, or
+    its end was cut off); integrity_only (exit 3): intact, but nothing proves who wrote it
+    (`integrity_only` says why); failed (exit 1): see `problems`."""
+    headline: str = ""
+    """The verdict in one line, as `sleuth verify` prints it and every reader shows it first."""
     integrity_only: str | None = None
     """Why an intact transcript is not `signed`: "not signed", a signer not checked, events
     after the last signature."""
@@ -79,7 +88,8 @@ class VerifyReport(BaseModel):
     session that stopped early, so a missing end is worth a look."""
     signers: list[SignerReport] = Field(default_factory=list)
     signed_events: int = 0
-    """Events, from the first, that a valid signature covers."""
+    """Events that a valid signature vouches for (a run's signatures vouch only for the
+    events that run appended: `signers` says which)."""
     signature_file: str | None = None
     """The detached `.sig` beside the transcript, when there is one."""
     ledger: LedgerCheck | None = None
@@ -204,6 +214,21 @@ def _after_end(raws: list[dict[str, Any] | None], torn: bool) -> list[Problem]:
     ]
 
 
+@dataclass(frozen=True)
+class Anchors:
+    """What a verdict is checked against beyond the file: who may sign, and the ledger."""
+
+    allowed_signers: AllowedSigners | None = None
+    ledger: Path | None = None
+
+
+def anchors(allowed_signers: str | None, ledger: str | None) -> Anchors:
+    """The anchors as configured (`[sign] allowed_signers`, `[ledger] path`), the ledger's
+    default place when none is set. Raises AllowedSignersError for a file that cannot be read."""
+    signers = read_allowed_signers(Path(allowed_signers).expanduser()) if allowed_signers else None
+    return Anchors(signers, ledger_path(ledger))
+
+
 def verify(
     path: Path,
     *,
@@ -220,12 +245,22 @@ def verify(
     return _verify_data(path, _read(path), allowed_signers, ledger)
 
 
-def load_verified(path: Path) -> tuple[VerifyReport, LoadedTranscript | None]:
-    """One read of the file for both: its verification, and its events when it verifies
-    (None when it does not: an edited trail is not to be read as if it were the record)."""
+def verify_bytes(path: Path, data: bytes, against: Anchors | None = None) -> VerifyReport:
+    """`verify` of bytes already read from `path`, so a reader shows exactly what was
+    judged (a second read could find the file swapped)."""
+    against = against or Anchors()
+    return _verify_data(Path(path), data, against.allowed_signers, against.ledger)
+
+
+def load_verified(
+    path: Path, against: Anchors | None = None
+) -> tuple[VerifyReport, LoadedTranscript | None]:
+    """One read of the file for both: its verdict (the same as `verify`'s with the same
+    anchors), and its events when it did not fail (None when it did: an edited trail is not
+    to be read as if it were the record)."""
     path = Path(path)
     data = _read(path)
-    report = _verify_data(path, data)
+    report = verify_bytes(path, data, against)
     return report, (load_data(path, data) if report.ok else None)
 
 
@@ -243,10 +278,7 @@ def signed_head(path: Path) -> tuple[Head, str] | None:
 
 
 def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise TranscriptError(f"cannot read transcript {path}: {exc.strerror or exc}") from exc
+    return read_transcript(path)
 
 
 def _raws(path: Path, data: bytes) -> list[dict[str, Any]] | None:
@@ -306,10 +338,15 @@ def _verify_data(
     if not problems and intact:
         _add_signatures(report, path, intact, allowed)
         if ledger is not None:
-            _add_ledger(report, ledger, intact)
+            _add_ledger(report, ledger, intact, allowed)
     report.ok = not report.problems
     if report.ok:
-        report.verdict = "integrity_only" if report.integrity_only else "signed"
+        report.verdict = (
+            "integrity_only"
+            if report.integrity_only
+            else ("signed" if report.ended else "signed_prefix")
+        )
+    report.headline = headline(report)
     return report
 
 
@@ -322,11 +359,13 @@ def _add_signatures(
     report.signature_file, report.integrity_only = found.detached, found.gap
 
 
-def _add_ledger(report: VerifyReport, ledger: Path, raws: list[dict[str, Any]]) -> None:
+def _add_ledger(
+    report: VerifyReport, ledger: Path, raws: list[dict[str, Any]], allowed: AllowedSigners | None
+) -> None:
     hashes = [str(r.get("hash", "")) for r in raws]
-    check = check_ledger(ledger, str(raws[0].get("session_id", "")), hashes)
+    check = check_ledger(ledger, str(raws[0].get("session_id", "")), hashes, allowed)
     report.ledger = check
-    if check is not None and check.state in ("differs", "broken"):
+    if check is not None and check.state not in ("match", "not_in_ledger"):
         report.problems.append(Problem(line=len(raws), kind="ledger", message=check.message))
 
 
@@ -338,4 +377,28 @@ def not_verified(report: VerifyReport) -> str | None:
     return (
         f"NOT VERIFIED: line {first.line} ({first.kind}): {first.message}. What follows may "
         f"not be what was recorded; see `sleuth verify {report.transcript}`."
+    )
+
+
+def headline(report: VerifyReport) -> str:
+    """The verdict in one line: what `sleuth verify` says first, and every reader with it."""
+    failed = not_verified(report)
+    if failed is not None:
+        return failed
+    last = report.events - 1
+    who = "; ".join(
+        f"events {s.first}-{s.covers - 1} by {', '.join(s.principals) or s.fingerprint}"
+        for s in report.signers
+    )
+    ledger = f"; ledger: {report.ledger.message}" if report.ledger is not None else ""
+    if report.verdict == "signed":
+        return f"SIGNED: {who}; the session ended, hash chain intact{ledger}."
+    if report.verdict == "signed_prefix":
+        return (
+            f"SIGNED THROUGH EVENT {last}, NOT THE END: {who}; signed through event {last}; the "
+            f"run did not end here (it died, or what came after was cut off){ledger}."
+        )
+    return (
+        f"INTEGRITY ONLY: {report.integrity_only}. The hash chain holds, but nothing proves who "
+        f"wrote {'the rest' if 0 < report.signed_events < report.events else 'it'}{ledger}."
     )

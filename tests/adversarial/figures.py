@@ -140,6 +140,26 @@ FIGURES: dict[str, dict[str, str]] = {
         "what": "wrong-shape answers ending in an internal error, a traceback or no host named",
         "expect": "0",
     },
+    "resume_forged_prefixes_signed": {
+        "what": "forged prefixes (recomputed chain) an honest resume signed or vouched for",
+        "expect": "0",
+    },
+    "ledger_duplicates_hiding_rewrites": {
+        "what": "rewrites that verify let pass for an appended or forged ledger entry",
+        "expect": "0",
+    },
+    "reader_verdicts_missing": {
+        "what": "readers (show x4, replay, resume, MCP resource) without verify's verdict first",
+        "expect": "0",
+    },
+    "planted_links_written_through": {
+        "what": "links planted in the transcripts folder written through by a resume",
+        "expect": "0",
+    },
+    "cut_back_verified_complete": {
+        "what": "transcripts cut back to a turn signature verified as a complete signed run",
+        "expect": "0",
+    },
 }
 
 _lock = threading.Lock()

@@ -95,6 +95,11 @@ class PromptDrift(BaseModel):
 
 class ReplayResult(BaseModel):
     transcript: str
+    verdict: str = ""
+    """The transcript's verdict, as `sleuth verify` gives it (signed, signed_prefix,
+    integrity_only; a failed one is not replayed)."""
+    headline: str = ""
+    """That verdict in verify's words, said before the replay's own result."""
     mode: Literal["offline", "live"]
     status: SessionStatus
     recorded_status: SessionStatus | None

@@ -1,13 +1,15 @@
 """A transcript read once for a replay or a resume: verified, parsed, and split into turns.
 
 ```python
-recorded = replayable(Path("transcripts/x.jsonl"))    # one read of the file, verified
-recorded.recording.start.hosts, recorded.events        # what the command then hands along
+recorded = replayable(Path("transcripts/x.jsonl"), anchors)   # one read of the file, verified
+recorded.report.headline                                       # verify's verdict, said first
+recorded.recording.start.hosts, recorded.events                # what the command hands along
 ```
 
 `sleuth replay` and `sleuth resume` read the file here and nowhere else: the hosts to
 connect to, the replay, the resumed run and the writer that continues the chain all take it
-as read.
+as read. The verdict is `sleuth verify`'s own, against the same anchors (allowed signers,
+ledger), so a transcript verify fails is neither replayed nor continued.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from sleuth.transcripts.events import Event
 from sleuth.transcripts.recording import Recording, read
 from sleuth.transcripts.store import LoadedTranscript
-from sleuth.transcripts.verify import VerifyReport, load_verified, not_verified
+from sleuth.transcripts.verify import Anchors, VerifyReport, load_verified, not_verified
 
 
 class ReplayError(Exception):
@@ -50,26 +52,27 @@ class Recorded:
         return self.loaded.events
 
 
-def read_recorded(path: Path) -> Recorded:
-    """Read, verify and parse the transcript at `path` in one pass over the file.
+def read_recorded(path: Path, against: Anchors | None = None) -> Recorded:
+    """Read, verify (against `against`, as `sleuth verify` would) and parse the transcript at
+    `path` in one pass over the file.
 
     Raises NotVerified when it fails verification (a verified one starts with
     session_started, so the reader always finds its start) and TranscriptError when the
     file cannot be read.
     """
-    report, loaded = load_verified(Path(path))
+    report, loaded = load_verified(Path(path), against)
     if loaded is None:
         raise NotVerified(report)
     return Recorded(loaded, report, read(loaded.events))
 
 
-def replayable(source: Path | str | Recorded) -> Recorded:
+def replayable(source: Path | str | Recorded, against: Anchors | None = None) -> Recorded:
     """The transcript to replay, read once (or as already read); ReplayError when edited."""
     if isinstance(source, Recorded):
         return source
     path = Path(source)
     try:
-        return read_recorded(path)
+        return read_recorded(path, against)
     except NotVerified as exc:
         raise ReplayError(
             f"{path}: {exc} A replay of an edited transcript proves nothing."

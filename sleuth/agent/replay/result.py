@@ -44,6 +44,8 @@ def replay_result(
         divergence = ending_divergence(recording, status, findings)
     return ReplayResult(
         transcript=str(recorded.path),
+        verdict=recorded.report.verdict,
+        headline=recorded.report.headline,
         mode="offline" if live is None else "live",
         status=status,
         recorded_status=recording.status,

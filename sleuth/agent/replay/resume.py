@@ -5,13 +5,17 @@ inv = resume_investigation(Path("transcripts/x.jsonl"), ctx, settings)
 result = inv.run()          # appends to the same transcript, chain unbroken
 ```
 
-The transcript must verify (a tampered trail, or one with events after its end, is not
-continued) and must not have ended. A torn last line (the run died mid-event) is cut off and
-the repair recorded as a `repaired` event. The conversation is rebuilt from the events, the
+The transcript must pass `sleuth verify`'s own verdict against the configured allowed signers
+and ledger (a tampered trail, or one with events after its end, is not continued) and must not
+have ended. A resumed run signs what it appends, so it goes on only from events that an allowed
+signature (or the resuming key's own) vouches for: otherwise it refuses, or, with
+`--trust-unsigned`, goes on and records why in its `session_started`; its own signatures never
+vouch for the events before it (`signatures.py`). A torn last line (the run died mid-event) is cut
+off and the repair recorded as a `repaired` event. The conversation is rebuilt from the events, the
 brain from `session_started` as it was recorded (`rebuild.py`; today's API keys from the
-environment), and the budget goes on from what the recorded turns already spent. A turn cut
-off mid-way is run again. A second `session_started` with `resumed_from` marks where the run
-was picked up, with the hosts, versions and brain as they are now.
+environment), and the budget goes on from what the recorded turns already spent. A turn cut off
+mid-way is run again. A second `session_started` with `resumed_from` marks where the run was
+picked up, with the hosts, versions and brain as they are now.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from sleuth.tools.context import ToolContext
 from sleuth.transcripts.events import ErrorEvent, SessionStarted, SignatureEvent
 from sleuth.transcripts.recording import Recording
 from sleuth.transcripts.seal import SIGNING, Seal
+from sleuth.transcripts.sign import fingerprint
 from sleuth.transcripts.store import TranscriptWriter
+from sleuth.transcripts.verify import Anchors
 
 UNSIGNED_RESUME = (
     "signing stopped: the run was signed, and is resumed without a key (none found, or "
@@ -45,15 +51,15 @@ UNSIGNED_RESUME = (
 )
 
 
-def resumable(source: Path | Recorded) -> Recorded:
+def resumable(source: Path | Recorded, against: Anchors | None = None) -> Recorded:
     """The transcript to continue, read once (or as already read); ResumeError unless it
-    verifies and has not ended."""
+    verifies (against `against`, as `sleuth verify` would) and has not ended."""
     if isinstance(source, Recorded):
         recorded = source
     else:
         path = Path(source)
         try:
-            recorded = read_recorded(path)
+            recorded = read_recorded(path, against)
         except NotVerified as exc:
             first = exc.report.problems[0]
             raise ResumeError(
@@ -68,6 +74,32 @@ def resumable(source: Path | Recorded) -> Recorded:
     return recorded
 
 
+def unvouched(recorded: Recorded, seal: Seal | None, trust_unsigned: bool) -> str | None:
+    """Why no signature vouches for every recorded event (None when they are vouched for:
+    by an allowed signer, or by the key that will sign the rest); ResumeError for that unless
+    `trust_unsigned`, since the resumed run would otherwise sign on from what it never
+    checked."""
+    report = recorded.report
+    own = fingerprint(seal.signer.public_blob) if seal and seal.signer else None
+    trusted = all(s.principals or s.fingerprint == own for s in report.signers)
+    if report.signers and trusted and report.signed_events == report.events:
+        return None
+    why = (
+        report.integrity_only
+        if report.signed_events < report.events or not report.signers
+        else "signed by a key that is neither in the allowed signers nor the one signing now"
+    )
+    if trust_unsigned:
+        return f"events 0-{report.events - 1} were not checked ({why})"
+    raise ResumeError(
+        f"{recorded.path}: no allowed signature vouches for every event already recorded "
+        f"({why}); a resumed run would go on from, and sign after, events nobody checked. "
+        "Set [sign] allowed_signers in sleuth.toml to check who signed them, or resume with "
+        "--trust-unsigned to go on anyway: the transcript records it, and `sleuth verify` "
+        "then counts those events as unsigned."
+    )
+
+
 def resume_investigation(
     source: Path | Recorded,
     ctx: ToolContext,
@@ -77,19 +109,17 @@ def resume_investigation(
     observer: Observer | None = None,
     env: Mapping[str, str] | None = None,
     seal: Seal | None = None,
+    trust_unsigned: bool = False,
 ) -> Investigation:
     """An Investigation that goes on from the last complete turn of the transcript at `source`
     (a path, or one `resumable` already read); `brain` as `rebuild_brain` built it (else it is
-    built here from the record), `seal` to sign what the resumed run appends."""
+    built here from the record), `seal` to sign what the resumed run appends;
+    `trust_unsigned` goes on from events no allowed signature vouches for (`unvouched`)."""
     recorded = resumable(source)
+    unchecked = unvouched(recorded, seal, trust_unsigned)
     recording = recorded.recording
     start = recording.start
     brain = brain or rebuild_brain(start, settings, env=env)[0]
-    writer = TranscriptWriter.reopen(recorded.path, recorded.loaded, seal)
-    signed = any(isinstance(e, SignatureEvent) for e in recorded.events)
-    if signed and (seal is None or seal.signer is None):
-        # Said in the file, so `verify` reads the unsigned rest as a choice, not as tampering.
-        writer.append(ErrorEvent(where=SIGNING, message=UNSIGNED_RESUME))
     segment = start.model_copy(
         update={
             "hosts": describe_hosts(ctx),
@@ -98,10 +128,15 @@ def resume_investigation(
             "brain_options": brain_options(brain),
             "versions": versions(),
             "resumed_from": str(recorded.path),
+            "prefix_unchecked": unchecked,
             "groups": host_groups(ctx),
         }
     )
-    writer.append(segment)
+    writer = TranscriptWriter.reopen(recorded.path, recorded.loaded, seal, opening=segment)
+    signed = any(isinstance(e, SignatureEvent) for e in recorded.events)
+    if signed and (seal is None or seal.signer is None):
+        # Said in the file, so `verify` reads the unsigned rest as a choice, not as tampering.
+        writer.append(ErrorEvent(where=SIGNING, message=UNSIGNED_RESUME))
     inv = Investigation(
         brain=brain,
         ctx=ctx,

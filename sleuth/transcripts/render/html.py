@@ -26,6 +26,7 @@ word-break:break-word;font:13px/1.4 ui-monospace,monospace}
 .finding{border-left:4px solid #3b6fd8;padding:.25rem 1rem;margin:1rem 0;background:#fafbff}
 .ok{color:#1a7f37}.bad{color:#c62828}.warn{color:#9a6700}
 .banner{background:#c62828;color:#fff;padding:.75rem 1rem;border-radius:6px;font-weight:bold}
+.banner-signed{background:#1a7f37}.banner-partial{background:#9a6700}
 .verdicts{list-style:none;padding:0}.verdicts li{margin:.4rem 0}
 .verdict{display:inline-block;min-width:4.5rem;text-align:center;font-weight:bold;
 border-radius:4px;padding:0 .4rem;color:#fff;margin-right:.5rem}
@@ -167,11 +168,11 @@ def _html_verdicts(story: Story) -> str:
     )
 
 
-def render_html(events: Sequence[Event], banner: str | None = None) -> str:
+def render_html(events: Sequence[Event], banner: phrases.Banner | None = None) -> str:
     """One self-contained page: inline CSS, no scripts, no external assets. The verdicts and
     the summary come first; the turns that led to them follow."""
     story = build_story(events)
-    head = f'<p class="banner">{_e(banner)}</p>' if banner else ""
+    head = f'<p class="banner banner-{banner.level}">{_e(banner.text)}</p>' if banner else ""
     title = "Sleuth investigation"
     if story.started is not None:
         s = story.started

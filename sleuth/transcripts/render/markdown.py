@@ -131,9 +131,9 @@ class _Markdown:
         return [f"> **{_inline(line)}**", ""]
 
 
-def render_markdown(events: Sequence[Event], banner: str | None = None) -> str:
+def render_markdown(events: Sequence[Event], banner: phrases.Banner | None = None) -> str:
     story = build_story(events)
-    out = [banner, ""] if banner else []  # first, so no reader can miss it
+    out = [banner.text, ""] if banner else []  # first, so no reader can miss it
     out += ["# Sleuth investigation", ""]
     if story.started is not None:
         s = story.started

@@ -6,12 +6,31 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
 from sleuth.transcripts.events import Evidence, SessionStarted, ToolExecuted
+from sleuth.transcripts.verify import Verdict, VerifyReport
 
 FOLD_LINES = 20
 """Outputs longer than this many lines (or FOLD_CHARS) are folded."""
 FOLD_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Banner:
+    """The verdict a reader puts first: `sleuth verify`'s headline and verdict, unchanged."""
+
+    text: str
+    verdict: Verdict
+
+    @classmethod
+    def of(cls, report: VerifyReport) -> Banner:
+        return cls(report.headline, report.verdict)
+
+    @property
+    def level(self) -> str:
+        """signed (a whole signed run), partial (intact, short of that), failed."""
+        return {"signed": "signed", "failed": "failed"}.get(self.verdict, "partial")
 
 
 def command_lines(call: ToolExecuted) -> list[str]:

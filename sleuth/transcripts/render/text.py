@@ -108,11 +108,14 @@ class _Rich:
 _VERDICT_COLOUR = {"yes": "green", "no": "red", "partial": "yellow", "unknown": "white"}
 
 
-def render_rich(events: Sequence[Event], banner: str | None = None) -> RenderableType:
+_BANNER_STYLE = {"signed": "bold green", "partial": "bold yellow", "failed": "bold white on red"}
+
+
+def render_rich(events: Sequence[Event], banner: phrases.Banner | None = None) -> RenderableType:
     story = build_story(events)
     parts: list[RenderableType] = []
     if banner:
-        parts.append(Text(banner, style="bold white on red"))
+        parts.append(Text(banner.text, style=_BANNER_STYLE[banner.level]))
     if story.started is not None:
         s = story.started
         question = Text(shown(s.question), style="bold")
@@ -134,7 +137,9 @@ def render_rich(events: Sequence[Event], banner: str | None = None) -> Renderabl
     return Group(*parts)
 
 
-def render_text(events: Sequence[Event], banner: str | None = None, width: int = 100) -> str:
+def render_text(
+    events: Sequence[Event], banner: phrases.Banner | None = None, width: int = 100
+) -> str:
     """The terminal form as plain text (for `--output FILE`)."""
     buffer = io.StringIO()
     Console(file=buffer, width=width, no_color=True, force_terminal=False).print(
