@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from sleuth.tools.capacity.accounting import KvAccount
+from sleuth.tools.capacity.engine_setup import EngineVersion
 from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.inverse_answer import InverseAnswer
 from sleuth.tools.capacity.model import Evidence
@@ -23,6 +24,15 @@ class CapacityInput(ToolInput):
         None,
         description="GPUs to plan for, e.g. 8xH200, 4xB200, 2xA100-80GB, 2xRTX-4090, L4; `cpu` "
         "for vLLM's CPU backend (with cpu_kv_space_gib); omit to use the host's own GPUs.",
+    )
+    gpu_memory_mib: int | None = Field(
+        None,
+        ge=1024,
+        description="For a GPU the built-in table does not know: its memory.total in MiB "
+        "(nvidia-smi or rocm-smi), with gpu_compute_capability.",
+    )
+    gpu_compute_capability: str | None = Field(
+        None, description="For a GPU the table does not know: e.g. 8.6; AMD gfx942 is 9.4."
     )
     engine: Literal["sglang", "vllm"] = "sglang"
     tp: int = Field(1, ge=1, le=1024, description="Tensor-parallel size.")
@@ -107,6 +117,8 @@ class CapacityPlan(BaseModel):
     engine: Engine
     rules_from: str
     """`host source` when the installed engine's lines were read, else the built-in version."""
+    engine_version: EngineVersion
+    """The release whose accounting was applied and where it came from."""
     gpu: GpuSpec
     gpu_count: int
     gpus_from: str
