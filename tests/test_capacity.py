@@ -750,3 +750,47 @@ def test_the_questions_version_wins_and_an_old_release_is_said_plainly(models: P
     assert any("predates the V1 engine" in w for w in data["warnings"])
     sg = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.9")
     assert sg["engine_version"]["older"] and "older than the rules" in sg["_output"]
+
+
+# ------------------------------------------------------------ links: custom all-reduce (issue 43)
+
+
+@pytest.mark.parametrize(
+    ("tp", "nodes", "interconnect", "gpu_nvlink", "runs"),
+    [
+        (8, 1, "auto", True, True),  # HGX H100: NVSwitch, one node
+        (4, 1, "auto", False, False),  # 4× L40S: more than two PCIe-only GPUs
+        (2, 1, "auto", False, True),  # a PCIe pair still runs it
+        (8, 2, "auto", True, False),  # tp across two nodes
+        (3, 1, "nvlink", True, False),  # world size 3 is not supported
+        (4, 1, "nvlink", False, True),  # the question's interconnect wins over the table
+        (4, 1, "pcie", True, False),
+    ],
+)
+def test_custom_all_reduce_runs_where_vllm_runs_it(
+    tp: int, nodes: int, interconnect: Any, gpu_nvlink: bool, runs: bool
+) -> None:
+    from sleuth.tools.capacity.topology import topology
+
+    assert topology(tp, nodes, interconnect, gpu_nvlink, "X").custom_all_reduce is runs
+
+
+def non_torch_term(data: dict[str, Any]) -> dict[str, Any]:
+    (term,) = [t for t in data["engine_account"]["terms"] if t["name"].startswith("non-torch")]
+    return term
+
+
+def test_pcie_cards_and_multi_node_tp_are_not_charged_the_nvlink_reserve(models: Path) -> None:
+    args = {"engine": "vllm", "tp": 4, "context_length": 8192}
+    pcie = plan(models, "Llama-3-70B", gpus="4xL40S", **args)
+    bridged = plan(models, "Llama-3-70B", gpus="4xL40S", interconnect="nvlink", **args)
+    assert pcie["topology"]["custom_all_reduce"] is False
+    assert "PCIe-only" in pcie["topology"]["links_from"]
+    assert non_torch_term(bridged)["bytes"] - non_torch_term(pcie)["bytes"] == 24 * MIB
+    assert non_torch_term(pcie)["spread"] == 0.5 and non_torch_term(bridged)["spread"] == 0.12
+    assert pcie["max_kv_tokens"] > bridged["max_kv_tokens"]
+    assert "4 PCIe-only GPUs (more than two): custom all-reduce is off" in pcie["_output"]
+    nodes = plan(models, "Llama-3-70B", gpus="8xH100", nodes=2, engine="vllm", tp=8,
+                 context_length=8192)  # fmt: skip
+    assert nodes["topology"]["custom_all_reduce"] is False
+    assert "spans 2 nodes" in non_torch_term(nodes)["how"]

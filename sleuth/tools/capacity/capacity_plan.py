@@ -27,7 +27,7 @@ from sleuth.tools.capacity.model import (
 )
 from sleuth.tools.capacity.plan import CapacityInput, CapacityPlan, PlannedGpus, PoolTerms
 from sleuth.tools.capacity.render import plan_text
-from sleuth.tools.capacity.sizing import declared_method, size
+from sleuth.tools.capacity.sizing import declared_method, links_of, size
 from sleuth.tools.capacity.source import EngineSource, confirm
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.checkpoints.summarize import summarize
@@ -126,6 +126,7 @@ def build_plan(
         if args.engine == "sglang"
         else f"{rules.VLLM_VERSION}; accounting {s.account.rules}",
         engine_version=release,
+        topology=links_of(args, gpus.spec),
         gpu=gpus.spec,
         gpu_count=gpus.count,
         gpus_from=gpus.source,
@@ -230,6 +231,7 @@ def _host_gpus(host: str, inventory: GpuInventory) -> PlannedGpus:
         source=where,
         cuda_mib=first.memory_total_mib - reserved,
         sms=row.sms if row else 132,
+        nvlink=row.nvlink if row else False,
     )
     evidence = Evidence(source=where, quote=gpu_line(first))
     return PlannedGpus(spec=spec, count=len(inventory.gpus), evidence=evidence, source=where)

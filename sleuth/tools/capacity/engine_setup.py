@@ -48,6 +48,12 @@ class EngineSetup(BaseModel):
     cpu_kv_space_bytes: int = 0
     """vLLM CPU backend: VLLM_CPU_KVCACHE_SPACE GiB, the KV cache's whole budget."""
     draft_layers: int = 0
+    custom_all_reduce: bool = True
+    """The engine runs custom all-reduce for the tp group (topology.py); its buffers count."""
+    measured_links: bool = True
+    """The tp group's links are those the non-torch figure was measured on (one node, NVLink)."""
+    links_why: str = ""
+    """The topology rule's verdict, for the term's text."""
 
 
 def vllm_rules(version: str | None) -> VllmRules:

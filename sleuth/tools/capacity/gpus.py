@@ -38,6 +38,8 @@ class GpuSpec(BaseModel):
     """Total memory as CUDA reports it (the engines' "total"); 0: memory_mib less 512 MiB."""
     sms: int = 132
     """Streaming multiprocessors (vLLM's top-k/top-p sampler keeps one vocab row per SM)."""
+    nvlink: bool = False
+    """A node of these parts is fully connected by NVLink (AMD: XGMI); False: PCIe-only."""
 
     @property
     def engine_memory_mib(self) -> int:
@@ -65,6 +67,7 @@ class GpuRow(BaseModel):
     compute_capability: str
     sms: int
     spec_url: str = ""
+    nvlink: bool = False
 
 
 def _spec(row: GpuRow) -> GpuSpec:
@@ -81,6 +84,7 @@ def _spec(row: GpuRow) -> GpuSpec:
         + (f"; vendor specification {row.spec_url}" if row.spec_url else ""),
         cuda_mib=seen,
         sms=row.sms,
+        nvlink=row.nvlink,
     )
 
 

@@ -13,6 +13,7 @@ from sleuth.tools.capacity.inverse_answer import InverseAnswer
 from sleuth.tools.capacity.model import Evidence
 from sleuth.tools.capacity.rules import Engine
 from sleuth.tools.capacity.source import EngineSource
+from sleuth.tools.capacity.topology import Interconnect, Topology
 from sleuth.tools.registry import ToolInput
 
 Verdict = Literal["fits", "does_not_fit", "incompatible"]
@@ -70,6 +71,13 @@ class CapacityInput(ToolInput):
         None, ge=1, description="vLLM --max-num-batched-tokens (the profile run's tokens)."
     )
     block_size: int | None = Field(None, ge=1, description="vLLM --block-size.")
+    interconnect: Interconnect = Field(
+        "auto",
+        description="The GPUs' links: nvlink (fully NVLink/XGMI-connected), pcie, or auto (from "
+        "the GPU model: SXM/HGX and MI300-class parts NVLink, workstation and L-series PCIe). "
+        "Decides where the engines run custom all-reduce.",
+    )
+    nodes: int = Field(1, ge=1, le=1024, description="Nodes the tensor-parallel group spans.")
     enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs.")
     cpu_kv_space_gib: int = Field(
         4, ge=1, description="With gpus=cpu: VLLM_CPU_KVCACHE_SPACE, the KV cache's GiB."
@@ -119,6 +127,8 @@ class CapacityPlan(BaseModel):
     """`host source` when the installed engine's lines were read, else the built-in version."""
     engine_version: EngineVersion
     """The release whose accounting was applied and where it came from."""
+    topology: Topology
+    """The tp group's links and whether the engine runs custom all-reduce over them."""
     gpu: GpuSpec
     gpu_count: int
     gpus_from: str

@@ -24,6 +24,7 @@ from sleuth.tools.capacity.online_quant import online_fp8
 from sleuth.tools.capacity.plan import CapacityInput
 from sleuth.tools.capacity.quant_rules import engine_method
 from sleuth.tools.capacity.rules import GIB, MIB
+from sleuth.tools.capacity.topology import Topology, topology
 from sleuth.tools.capacity.weights import WeightShare, weights_per_gpu
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.results import ToolError
@@ -131,6 +132,7 @@ def engine_setup(
     memory = 0 if cpu else gpu.engine_memory_mib * MIB
     batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name)
     version = args.engine_version or installed
+    links = links_of(args, gpu)
     act = 4 if str(shape.dtype).lower() in ("float32", "fp32") else 2
     return EngineSetup(
         engine=args.engine,
@@ -152,7 +154,15 @@ def engine_setup(
         cpu_kv_space_bytes=args.cpu_kv_space_gib * GIB if cpu else 0,
         draft_layers=draft_layers,
         online_fp8=online_fp8,
+        custom_all_reduce=links.custom_all_reduce,
+        measured_links=links.nvlink and links.nodes == 1,
+        links_why=links.why,
     )
+
+
+def links_of(args: CapacityInput, gpu: GpuSpec) -> Topology:
+    """The tp group's topology: the question's interconnect and nodes, else the GPU row's."""
+    return topology(args.tp, args.nodes, args.interconnect, gpu.nvlink, gpu.key)
 
 
 def _kv_cell(

@@ -15,6 +15,7 @@ from sleuth.tools.capacity.engine_setup import EngineSetup
 from sleuth.tools.capacity.model import ModelShape
 from sleuth.tools.capacity.rules import GIB, MIB, gib
 from sleuth.tools.capacity.terms import Term
+from sleuth.tools.capacity.topology import CUSTOM_AR_BUFFERS, RULE
 
 V019 = "vllm 0.19.0"
 CUBLAS_WORKSPACE = 32 * MIB
@@ -117,15 +118,27 @@ def _sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
 def non_torch(s: EngineSetup) -> Term:
     parallel = s.tp > 1
     value = NON_TORCH_BASE + (NON_TORCH_TP if parallel else 0)
+    how = "0.25 GiB (CUDA/cuBLAS/Triton runtime)"
+    spread = 0.12 if parallel else 0.5
+    if parallel:
+        how += " + 1.85 GiB NCCL and custom all-reduce buffers at tp > 1"
+        if not s.custom_all_reduce:
+            value -= CUSTOM_AR_BUFFERS
+            how += f" - {CUSTOM_AR_BUFFERS // MIB} MiB of custom all-reduce buffers ({s.links_why})"
+        if not s.measured_links:
+            # The figure was measured on one NVLink/NVSwitch node; NCCL sizes its buffers by
+            # transport (no NVLink SHARP off NVSwitch, network buffers across nodes).
+            spread = 0.5
+            how += "; measured on one NVLink node, these links were not measured"
     return Term(
         name="non-torch memory (profile increase)",
         bytes=value,
-        how="0.25 GiB (CUDA/cuBLAS/Triton runtime)"
-        + (" + 1.85 GiB NCCL and custom all-reduce buffers at tp > 1" if parallel else ""),
+        how=how,
         source=f"{V019} vllm/utils/mem_utils.py memory_profiling non_torch_increase; value "
-        "measured in vLLM 0.19.0 logs (0.24-0.27 GiB at tp 1, 2.06-2.21 GiB at tp 2-4)",
+        "measured in vLLM 0.19.0 logs (0.24-0.27 GiB at tp 1, 2.06-2.21 GiB at tp 2-4 on "
+        f"H100 SXM); {RULE}",
         estimated=True,
-        spread=0.12 if parallel else 0.5,
+        spread=spread,
     )
 
 
