@@ -794,3 +794,28 @@ def test_pcie_cards_and_multi_node_tp_are_not_charged_the_nvlink_reserve(models:
                  context_length=8192)  # fmt: skip
     assert nodes["topology"]["custom_all_reduce"] is False
     assert "spans 2 nodes" in non_torch_term(nodes)["how"]
+
+
+# ------------------------------------------------------------ CUDA graph captures (issue 43)
+
+
+def graph_term(data: dict[str, Any]) -> dict[str, Any]:
+    (term,) = [t for t in data["engine_account"]["terms"] if t["name"].startswith("CUDA graph")]
+    return term
+
+
+def test_a_smaller_cuda_graph_capture_reserves_less(models: Path) -> None:
+    from sleuth.tools.capacity.vllm_profile import capture_sizes
+
+    assert len(capture_sizes(512)) == 51 and len(capture_sizes(256)) == 35
+    assert capture_sizes(64)[-1] == 64 and len(capture_sizes(64)) == 11
+    full = plan(models, "Llama-3-70B", **LLAMA_ON_H100)  # max_num_seqs 1024: captures to 512
+    capped = plan(models, "Llama-3-70B", max_num_seqs=128, **LLAMA_ON_H100)  # 2 × 128 = 256
+    given = plan(models, "Llama-3-70B", max_cudagraph_capture_size=64, **LLAMA_ON_H100)
+    per_layer = 12 * MIB * 80
+    assert graph_term(full)["bytes"] == 512 * MIB + per_layer
+    assert graph_term(capped)["bytes"] == 512 * MIB + per_layer * 35 // 51
+    assert graph_term(given)["bytes"] == 512 * MIB + per_layer * 11 // 51
+    assert "batch sizes up to 256" in graph_term(capped)["how"]
+    assert full["max_kv_tokens"] < given["max_kv_tokens"]  # only the graphs changed
+    assert full["max_kv_tokens"] < capped["max_kv_tokens"]  # graphs and sampler rows

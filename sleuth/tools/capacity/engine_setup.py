@@ -48,6 +48,9 @@ class EngineSetup(BaseModel):
     cpu_kv_space_bytes: int = 0
     """vLLM CPU backend: VLLM_CPU_KVCACHE_SPACE GiB, the KV cache's whole budget."""
     draft_layers: int = 0
+    max_capture_size: int = 512
+    """The largest CUDA graph batch size vLLM captures."""
+    capture_how: str = "vLLM's default min(max_num_seqs × 2, 512)"
     custom_all_reduce: bool = True
     """The engine runs custom all-reduce for the tp group (topology.py); its buffers count."""
     measured_links: bool = True
@@ -140,6 +143,16 @@ def default_batch(engine: str, device: str, memory_bytes: int, gpu_name: str) ->
     if engine == "vllm" and memory_bytes >= 70 * GIB and "a100" not in gpu_name.lower():
         return 8192, 1024
     return 2048, 256
+
+
+def capture_limit(asked: int | None, max_num_seqs: int, batched: int) -> tuple[int, str]:
+    """vLLM's largest CUDA graph capture size (VllmConfig._set_cudagraph_sizes):
+    --max-cudagraph-capture-size when given, else min(max_num_seqs × decode_query_len × 2,
+    512), then at most max_num_batched_tokens (decode_query_len 1: no speculative tokens)."""
+    if asked:
+        return min(asked, batched), f"given: {asked}, at most max_num_batched_tokens {batched}"
+    value = min(max_num_seqs * 2, 512, batched)
+    return value, (f"min(max_num_seqs {max_num_seqs} × 2, 512, max_num_batched_tokens {batched})")
 
 
 def default_block_size(engine: str, device: str, mla: bool) -> int:

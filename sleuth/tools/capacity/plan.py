@@ -79,6 +79,12 @@ class CapacityInput(ToolInput):
     )
     nodes: int = Field(1, ge=1, le=1024, description="Nodes the tensor-parallel group spans.")
     enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs.")
+    max_cudagraph_capture_size: int | None = Field(
+        None,
+        ge=1,
+        description="vLLM --max-cudagraph-capture-size (the largest batch captured as a CUDA "
+        "graph); default min(max_num_seqs × 2, 512). Fewer graphs reserve less (vLLM 0.21+).",
+    )
     cpu_kv_space_gib: int = Field(
         4, ge=1, description="With gpus=cpu: VLLM_CPU_KVCACHE_SPACE, the KV cache's GiB."
     )

@@ -14,6 +14,7 @@ from sleuth.tools.capacity import rules
 from sleuth.tools.capacity.accounting import KvAccount, account
 from sleuth.tools.capacity.engine_setup import (
     EngineSetup,
+    capture_limit,
     default_batch,
     default_block_size,
     vllm_rules,
@@ -133,6 +134,9 @@ def engine_setup(
     batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name)
     version = args.engine_version or installed
     links = links_of(args, gpu)
+    max_seqs = args.max_num_seqs or seqs
+    max_batched = args.max_num_batched_tokens or batched
+    capture, capture_how = capture_limit(args.max_cudagraph_capture_size, max_seqs, max_batched)
     act = 4 if str(shape.dtype).lower() in ("float32", "fp32") else 2
     return EngineSetup(
         engine=args.engine,
@@ -145,8 +149,10 @@ def engine_setup(
         sms=gpu.sms,
         fraction=fraction,
         max_model_len=context,
-        max_num_seqs=args.max_num_seqs or seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens or batched,
+        max_num_seqs=max_seqs,
+        max_num_batched_tokens=max_batched,
+        max_capture_size=capture,
+        capture_how=capture_how,
         block_size=args.block_size or default_block_size(args.engine, device, shape.mla),
         kv_elem=elem,
         act_elem=act,
