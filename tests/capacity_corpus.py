@@ -22,6 +22,7 @@ from sleuth.tools.capacity.gpus import lookup
 from sleuth.tools.capacity.model import ModelShape, max_context, model_shape
 from sleuth.tools.capacity.online_quant import online_fp8
 from sleuth.tools.capacity.rules import GIB, MIB
+from sleuth.tools.capacity.topology import topology
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity_reports"
 CASES = FIXTURES / "cases.json"
@@ -96,6 +97,7 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
             if engine == "vllm"
             else rules.sglang_mem_fraction(spec.memory_mib, s["tp"], s["pp"], shape.mla).value
         )
+    links = topology(s["tp"], 1, "auto", spec.nvlink, spec.key)
     setup = EngineSetup(
         engine=engine,
         rules=rules_name,
@@ -113,6 +115,9 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
         act_elem=act,
         enforce_eager=bool(s.get("enforce_eager")),
         online_fp8=online_fp8(s.get("quantization"), _declared(model)),
+        custom_all_reduce=links.custom_all_reduce,
+        measured_links=links.nvlink,
+        links_why=links.why,
     )
     return setup, shape, weights_per_gpu(model, shape, setup)
 

@@ -284,6 +284,49 @@ def test_unknown_gpu_and_missing_gpus_say_what_to_do(models: Path) -> None:
     ctx = ToolContext(hosts={"local": sandbox})
     bad = execute(ctx, "capacity_plan", {"model_dir": str(models / "Llama-3-70B"), "gpus": "8xV99"})
     assert not bad.ok and "unknown GPU 'V99'" in (bad.error or "") and "8xH200" in (bad.error or "")
+    # The refusal names what is missing and the inputs that give it.
+    assert "gpu_memory_mib" in (bad.error or "") and "gpu_compute_capability" in (bad.error or "")
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "memory_mib", "capability", "url"),
+    [
+        ("8xMI300X", "MI300X", 196592, "9.4", "amd.com/en/products/accelerators/instinct"),
+        ("AMD Instinct MI325X", "MI325X", 262144, "9.4", "mi325x"),
+        ("NVIDIA GH200 480GB", "GH200", 97871, "9.0", "grace-hopper-superchip"),
+        ("GH200-144GB", "GH200-144GB", 146831, "9.0", "grace-hopper-superchip"),
+        ("2xRTX-A5000", "RTX-A5000", 24564, "8.6", "rtx-a5000"),
+        ("NVIDIA RTX 6000 Ada Generation", "RTX-6000-ADA", 49140, "8.9", "rtx-6000"),
+        ("4xA40", "A40", 46068, "8.6", "data-center/a40"),
+        ("RTX 4000 Ada", "RTX-4000-ADA", 20475, "8.9", "rtx-4000"),
+    ],
+)
+def test_amd_grace_hopper_and_workstation_gpus_are_in_the_table(
+    name: str, key: str, memory_mib: int, capability: str, url: str
+) -> None:
+    from sleuth.tools.capacity.gpus import parse_gpus
+
+    spec = parse_gpus(name).spec
+    assert (spec.key, spec.memory_mib, spec.compute_capability) == (key, memory_mib, capability)
+    assert url in spec.source  # each row names the vendor page its figures come from
+
+
+def test_mi300x_and_a5000_get_an_answer(models: Path) -> None:
+    mi = plan(models, "Llama-3-70B", gpus="8xMI300X", tp=8, engine="vllm", context_length=8192)
+    assert mi["verdict"] == "fits" and mi["gpu"]["key"] == "MI300X"
+    assert mi["max_kv_tokens"] > 8 * 1024 * 1024 // 40  # 192 GB cards hold millions of tokens
+    a5000 = plan(models, "Llama-3-70B", gpus="8xRTX-A5000", tp=8, context_length=8192)
+    assert a5000["gpu"]["smi_name"] == "NVIDIA RTX A5000"
+
+
+def test_an_unknown_gpu_with_its_memory_and_capability_given_is_planned(models: Path) -> None:
+    data = plan(
+        models, "Llama-3-70B", gpus="8xV99", tp=8, gpu_memory_mib=98304,
+        gpu_compute_capability="9.0", context_length=8192,
+    )  # fmt: skip
+    assert data["gpu"]["memory_mib"] == 98304 and data["gpu"]["key"] == "V99"
+    assert "given in the question" in data["gpu"]["source"]
+    assert data["pool"]["gpu_memory_bytes"] == (98304 - 512) * MIB
 
 
 # ---------------------------------------------------------------- engine rules at the source
@@ -645,3 +688,134 @@ def test_a_launch_with_quantization_fp8_is_planned_with_it(models: Path) -> None
     )
     # Another method is the checkpoint's to declare: the launch's flag is not an input.
     assert launch_input("vllm", path, ["--quantization", "awq"], {}).quantization is None
+
+
+# ---------------------------------------------------------------- the engine version (issue 43)
+
+
+def fake_vllm(site: Path, version: str) -> None:
+    """An installed vLLM: its package folder and its distribution's METADATA, nothing more."""
+    (site / "vllm").mkdir(parents=True, exist_ok=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    meta = site / f"vllm-{version}.dist-info"
+    meta.mkdir(exist_ok=True)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+
+
+def host_with(models: Path, tmp_path: Path, version: str) -> ToolContext:
+    site = tmp_path / "site"  # outside the roots: its version is read, its source is not
+    fake_vllm(site, version)
+    python = tmp_path / "python3"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec python3 "$@"\n')
+    python.chmod(0o755)
+    config = HostConfig(roots=[str(models)], python=str(python))
+    return ToolContext(hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())})
+
+
+LLAMA_ON_H100 = {"gpus": "8xH100", "tp": 8, "engine": "vllm", "context_length": 8192}
+
+
+def test_the_answer_says_the_newest_rules_were_assumed_without_a_version(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", **LLAMA_ON_H100)
+    version = data["engine_version"]
+    assert version["source"] == "assumed" and version["version"] is None
+    assert version["rules"] == "v1-0.32"
+    assert "engine version: vllm (version unknown), no version given and none found on the " \
+        "host: the newest rules assumed" in data["_output"]  # fmt: skip
+
+
+def test_the_hosts_installed_version_picks_the_rules_and_is_named(
+    models: Path, tmp_path: Path
+) -> None:
+    ctx = host_with(models, tmp_path, "0.10.1")
+    args = {"model_dir": str(models / "Llama-3-70B"), **LLAMA_ON_H100}
+    result = execute(ctx, "capacity_plan", args)
+    assert result.ok, result.error
+    version = result.data["engine_version"]
+    assert (version["version"], version["source"], version["rules"]) == (
+        "0.10.1", "host", "v1-0.19"
+    )  # fmt: skip
+    assert result.data["engine_account"]["rules"] == "v1-0.19"
+    terms = result.data["engine_account"]["terms"]
+    assert not any(t["name"].startswith("CUDA graph") for t in terms)
+    assert "vllm 0.10.1, installed on the host (python_env)" in result.output
+    newest = plan(models, "Llama-3-70B", **LLAMA_ON_H100)  # 0.21+ subtracts the CUDA graphs
+    assert newest["max_kv_tokens"] < result.data["max_kv_tokens"]
+
+
+def test_the_questions_version_wins_and_an_old_release_is_said_plainly(models: Path) -> None:
+    data = plan(models, "Llama-3-70B", engine_version="0.6.3", **LLAMA_ON_H100)
+    version = data["engine_version"]
+    assert (version["source"], version["rules"], version["older"]) == ("question", "v0", True)
+    assert any("predates the V1 engine" in w for w in data["warnings"])
+    sg = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.9")
+    assert sg["engine_version"]["older"] and "older than the rules" in sg["_output"]
+
+
+# ------------------------------------------------------------ links: custom all-reduce (issue 43)
+
+
+@pytest.mark.parametrize(
+    ("tp", "nodes", "interconnect", "gpu_nvlink", "runs"),
+    [
+        (8, 1, "auto", True, True),  # HGX H100: NVSwitch, one node
+        (4, 1, "auto", False, False),  # 4× L40S: more than two PCIe-only GPUs
+        (2, 1, "auto", False, True),  # a PCIe pair still runs it
+        (8, 2, "auto", True, False),  # tp across two nodes
+        (3, 1, "nvlink", True, False),  # world size 3 is not supported
+        (4, 1, "nvlink", False, True),  # the question's interconnect wins over the table
+        (4, 1, "pcie", True, False),
+    ],
+)
+def test_custom_all_reduce_runs_where_vllm_runs_it(
+    tp: int, nodes: int, interconnect: Any, gpu_nvlink: bool, runs: bool
+) -> None:
+    from sleuth.tools.capacity.topology import topology
+
+    assert topology(tp, nodes, interconnect, gpu_nvlink, "X").custom_all_reduce is runs
+
+
+def non_torch_term(data: dict[str, Any]) -> dict[str, Any]:
+    (term,) = [t for t in data["engine_account"]["terms"] if t["name"].startswith("non-torch")]
+    return term
+
+
+def test_pcie_cards_and_multi_node_tp_are_not_charged_the_nvlink_reserve(models: Path) -> None:
+    args = {"engine": "vllm", "tp": 4, "context_length": 8192}
+    pcie = plan(models, "Llama-3-70B", gpus="4xL40S", **args)
+    bridged = plan(models, "Llama-3-70B", gpus="4xL40S", interconnect="nvlink", **args)
+    assert pcie["topology"]["custom_all_reduce"] is False
+    assert "PCIe-only" in pcie["topology"]["links_from"]
+    assert non_torch_term(bridged)["bytes"] - non_torch_term(pcie)["bytes"] == 24 * MIB
+    assert non_torch_term(pcie)["spread"] == 0.5 and non_torch_term(bridged)["spread"] == 0.12
+    assert pcie["max_kv_tokens"] > bridged["max_kv_tokens"]
+    assert "4 PCIe-only GPUs (more than two): custom all-reduce is off" in pcie["_output"]
+    nodes = plan(models, "Llama-3-70B", gpus="8xH100", nodes=2, engine="vllm", tp=8,
+                 context_length=8192)  # fmt: skip
+    assert nodes["topology"]["custom_all_reduce"] is False
+    assert "spans 2 nodes" in non_torch_term(nodes)["how"]
+
+
+# ------------------------------------------------------------ CUDA graph captures (issue 43)
+
+
+def graph_term(data: dict[str, Any]) -> dict[str, Any]:
+    (term,) = [t for t in data["engine_account"]["terms"] if t["name"].startswith("CUDA graph")]
+    return term
+
+
+def test_a_smaller_cuda_graph_capture_reserves_less(models: Path) -> None:
+    from sleuth.tools.capacity.vllm_profile import capture_sizes
+
+    assert len(capture_sizes(512)) == 51 and len(capture_sizes(256)) == 35
+    assert capture_sizes(64)[-1] == 64 and len(capture_sizes(64)) == 11
+    full = plan(models, "Llama-3-70B", **LLAMA_ON_H100)  # max_num_seqs 1024: captures to 512
+    capped = plan(models, "Llama-3-70B", max_num_seqs=128, **LLAMA_ON_H100)  # 2 × 128 = 256
+    given = plan(models, "Llama-3-70B", max_cudagraph_capture_size=64, **LLAMA_ON_H100)
+    per_layer = 12 * MIB * 80
+    assert graph_term(full)["bytes"] == 512 * MIB + per_layer
+    assert graph_term(capped)["bytes"] == 512 * MIB + per_layer * 35 // 51
+    assert graph_term(given)["bytes"] == 512 * MIB + per_layer * 11 // 51
+    assert "batch sizes up to 256" in graph_term(capped)["how"]
+    assert full["max_kv_tokens"] < given["max_kv_tokens"]  # only the graphs changed
+    assert full["max_kv_tokens"] < capped["max_kv_tokens"]  # graphs and sampler rows

@@ -55,6 +55,21 @@ def test_the_question_routes_to_capacity_with_its_numbers() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("text", "gpus"),
+    [
+        ("Will it fit on 8x MI300X with tp 8?", "8xMI300X"),
+        ("Will it fit on an MI325X?", "MI325X"),
+        ("Will it fit on a GH200?", "GH200"),
+        ("Will it fit on an RTX A5000?", "RTX A5000"),
+    ],
+)
+def test_amd_grace_hopper_and_workstation_gpus_are_read_from_the_question(
+    text: str, gpus: str
+) -> None:
+    assert capacity_input(Question(text, {"local": ["/w"]}), "/m")["gpus"] == gpus
+
+
 def test_sleuth_ask_offline_answers_with_grounded_findings(project: Path) -> None:
     done = ask(project, QUESTION, "--json")
     assert done.returncode == 0, done.stderr
@@ -68,6 +83,9 @@ def test_sleuth_ask_offline_answers_with_grounded_findings(project: Path) -> Non
     assert quotes[0] == "verdict: fits"
     assert quotes[1].startswith("KV bytes per token per GPU: 15,360 = ")
     assert "fallback (weight-only)" in quant["claim"]
+    # Which release's rules were applied, and that none was found: said and quoted (issue 43).
+    assert "the newest rules assumed" in fit["claim"]
+    assert quotes[-1].startswith("engine version: sglang (version unknown)")
     assert verify(project / out["transcript"]).ok
 
 

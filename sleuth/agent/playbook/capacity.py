@@ -10,7 +10,10 @@ from sleuth.agent.playbook.plan import Call, Family, Plan, Question, Report, Res
 from sleuth.tools.capacity.plan import CapacityPlan
 
 _GPUS = re.compile(r"\b(\d+)\s*[x×]\s*((?:nvidia[\s-]*)?[a-z]{1,3}\d{2,3}[a-z0-9-]*)", re.I)
-_GPU_NAME = re.compile(r"\b((?:gb|b|h|a|l)\d{2,3}s?(?:-?(?:sxm|pcie|nvl|\d+gb))*)\b", re.I)
+_GPU_NAME = re.compile(
+    r"\b((?:gb|b|h|a|l)\d{2,3}s?(?:-?(?:sxm|pcie|nvl|\d+gb))*|mi3\d\dx|gh200|rtx[\s-]?a\d{4})\b",
+    re.I,
+)
 _CONTEXT = re.compile(
     r"(\d+(?:\.\d+)?)\s*([km])?\s*(?:tokens?\s+(?:of\s+)?)?context"
     r"|context(?:\s+length)?\s+(?:of\s+)?(\d+(?:\.\d+)?)\s*([km])?",
@@ -111,7 +114,8 @@ def _capacity_reports(r: Result, d: CapacityPlan) -> list[Report]:
             f"{d.kv_bytes_per_token_per_gpu:,} bytes per token per GPU, so the pool "
             f"holds {d.max_kv_tokens:,} tokens: "
             f"{d.max_concurrent_at_context:,} concurrent request(s) at that context"
-            + (f". Blocking: {why}" if failed else ""),
+            + (f". Blocking: {why}" if failed else "")
+            + f". Engine version: {d.engine_version.note}",
             "yes" if fits else "no",
             0.8 if fits else 0.85,
             [
@@ -119,6 +123,7 @@ def _capacity_reports(r: Result, d: CapacityPlan) -> list[Report]:
                 (r, r.line("KV bytes per token per GPU:")),
                 (r, r.line("max KV tokens:")),
                 *((r, r.line(f"[FAIL] {x.check}:")) for x in failed[:2]),
+                (r, r.line("engine version:")),
             ],
             [
                 "Confirm with one launch: SGLang logs 'KV Cache is allocated. #tokens', vLLM "

@@ -16,6 +16,7 @@ from typing import Any
 from sleuth.hosts.host import HostError, read_whole
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.capacity import checks, inverse, quant_rules, rules
+from sleuth.tools.capacity.engine_setup import engine_version
 from sleuth.tools.capacity.gpus import GpuChoice, GpuSpec, lookup, parse_gpus
 from sleuth.tools.capacity.model import (
     Evidence,
@@ -26,7 +27,7 @@ from sleuth.tools.capacity.model import (
 )
 from sleuth.tools.capacity.plan import CapacityInput, CapacityPlan, PlannedGpus, PoolTerms
 from sleuth.tools.capacity.render import plan_text
-from sleuth.tools.capacity.sizing import declared_method, size
+from sleuth.tools.capacity.sizing import declared_method, links_of, size
 from sleuth.tools.capacity.source import EngineSource, confirm
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.checkpoints.summarize import summarize
@@ -70,7 +71,11 @@ def make_plan(sandboxed: SandboxedHost, args: CapacityInput) -> CapacityPlan:
             f"{model_dir} is not a folder on host {args.host!r}; give the checkpoint folder "
             "that holds config.json and the safetensors files"
         )
-    choice = parse_gpus(args.gpus) if args.gpus and args.gpus.lower() != "cpu" else None
+    choice = (
+        parse_gpus(args.gpus, args.gpu_memory_mib, args.gpu_compute_capability)
+        if args.gpus and args.gpus.lower() != "cpu"
+        else None
+    )
     with ThreadPoolExecutor(3) as pool:  # the header pass dominates; the rest rides along
         summary_f = pool.submit(summarize, sandboxed, model_dir)
         env_f = pool.submit(_python_env, sandboxed)
@@ -108,6 +113,7 @@ def build_plan(
 ) -> CapacityPlan:
     """The plan from the built-in rules: its numbers, its reasons and their verdict."""
     s = size(args, shape, summary, gpus.spec, installed)
+    release = engine_version(args.engine, args.engine_version, installed)
     declared = declared_method(summary, args.engine)
     # Online FP8 runs the engine's fp8 method, whose capability floor then applies.
     method = declared or args.quantization
@@ -119,6 +125,8 @@ def build_plan(
         rules_from=rules.SGLANG_VERSION
         if args.engine == "sglang"
         else f"{rules.VLLM_VERSION}; accounting {s.account.rules}",
+        engine_version=release,
+        topology=links_of(args, gpus.spec),
         gpu=gpus.spec,
         gpu_count=gpus.count,
         gpus_from=gpus.source,
@@ -155,7 +163,9 @@ def build_plan(
         engine_account=s.account,
         engine_source=None,
         checkpoint_via=summary.via,
-        warnings=list(summary.warnings) + list(summary.errors),
+        warnings=list(summary.warnings)
+        + list(summary.errors)
+        + ([release.note] if release.older else []),
     )
 
 
@@ -221,6 +231,7 @@ def _host_gpus(host: str, inventory: GpuInventory) -> PlannedGpus:
         source=where,
         cuda_mib=first.memory_total_mib - reserved,
         sms=row.sms if row else 132,
+        nvlink=row.nvlink if row else False,
     )
     evidence = Evidence(source=where, quote=gpu_line(first))
     return PlannedGpus(spec=spec, count=len(inventory.gpus), evidence=evidence, source=where)

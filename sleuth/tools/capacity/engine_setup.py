@@ -48,6 +48,15 @@ class EngineSetup(BaseModel):
     cpu_kv_space_bytes: int = 0
     """vLLM CPU backend: VLLM_CPU_KVCACHE_SPACE GiB, the KV cache's whole budget."""
     draft_layers: int = 0
+    max_capture_size: int = 512
+    """The largest CUDA graph batch size vLLM captures."""
+    capture_how: str = "vLLM's default min(max_num_seqs × 2, 512)"
+    custom_all_reduce: bool = True
+    """The engine runs custom all-reduce for the tp group (topology.py); its buffers count."""
+    measured_links: bool = True
+    """The tp group's links are those the non-torch figure was measured on (one node, NVLink)."""
+    links_why: str = ""
+    """The topology rule's verdict, for the term's text."""
 
 
 def vllm_rules(version: str | None) -> VllmRules:
@@ -65,6 +74,63 @@ def vllm_rules(version: str | None) -> VllmRules:
     return "v1-0.19" if parts < (0, 21) else "v1-0.32"
 
 
+class EngineVersion(BaseModel):
+    """Which release's rules a plan applied, and where that release was read."""
+
+    version: str | None
+    """The release, e.g. 0.10.1; None when neither the question nor the host gave one."""
+    source: Literal["question", "host", "assumed"]
+    """engine_version in the question, the engine installed on the host, or assumed newest."""
+    rules: str
+    """The accounting applied: vLLM v0 | v1-0.19 | v1-0.32, SGLang sglang-0.5."""
+    older: bool = False
+    """The release is older than the rules model faithfully (vLLM V0, SGLang before 0.5)."""
+    note: str
+    """One sentence for the answer; says plainly when the release is older than the rules."""
+
+
+SGLANG_OLDEST = (0, 5)
+"""SGLang's reserve rule (memory_hook.py reserved_mem) as modelled was read from 0.5.x; before
+0.5 the static fraction was taken from the memory free at start (profile_max_num_token)."""
+
+
+def engine_version(engine: str, asked: str | None, installed: str | None) -> EngineVersion:
+    """The release whose rules apply: the question's, else the host's, else the newest known."""
+    version = asked or installed
+    source: Literal["question", "host", "assumed"] = (
+        "question" if asked else "host" if installed else "assumed"
+    )
+    where = {
+        "question": "given in the question",
+        "host": "installed on the host (python_env)",
+        "assumed": "no version given and none found on the host: the newest rules assumed",
+    }[source]
+    if engine == "sglang":
+        name = f"sglang {version}" if version else "sglang (version unknown)"
+        old = bool(version) and _version(version or "") < SGLANG_OLDEST
+        note = f"{name}, {where}; rules of sglang 0.5.x applied" + (
+            ". This release is older than the rules Sleuth models (SGLang before 0.5 sized "
+            "its pool from the memory free at start, not the 0.5 reserve rule): the KV figures "
+            "may be off by more than the stated spread"
+            if old
+            else ""
+        )
+        return EngineVersion(
+            version=version, source=source, rules="sglang-0.5", older=old, note=note
+        )
+    rules = vllm_rules(version)
+    name = f"vllm {version}" if version else "vllm (version unknown)"
+    note = f"{name}, {where}; accounting {rules} applied" + (
+        ". This release predates the V1 engine (0.8): V0's profile of a full-length prefill "
+        "is modelled only roughly (activation peak ±100 %); treat the KV figures as a range"
+        if rules == "v0"
+        else ""
+    )
+    return EngineVersion(
+        version=version, source=source, rules=rules, older=rules == "v0", note=note
+    )
+
+
 def default_batch(engine: str, device: str, memory_bytes: int, gpu_name: str) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) an engine picks when not told.
 
@@ -77,6 +143,16 @@ def default_batch(engine: str, device: str, memory_bytes: int, gpu_name: str) ->
     if engine == "vllm" and memory_bytes >= 70 * GIB and "a100" not in gpu_name.lower():
         return 8192, 1024
     return 2048, 256
+
+
+def capture_limit(asked: int | None, max_num_seqs: int, batched: int) -> tuple[int, str]:
+    """vLLM's largest CUDA graph capture size (VllmConfig._set_cudagraph_sizes):
+    --max-cudagraph-capture-size when given, else min(max_num_seqs × decode_query_len × 2,
+    512), then at most max_num_batched_tokens (decode_query_len 1: no speculative tokens)."""
+    if asked:
+        return min(asked, batched), f"given: {asked}, at most max_num_batched_tokens {batched}"
+    value = min(max_num_seqs * 2, 512, batched)
+    return value, (f"min(max_num_seqs {max_num_seqs} × 2, 512, max_num_batched_tokens {batched})")
 
 
 def default_block_size(engine: str, device: str, mla: bool) -> int:

@@ -38,6 +38,8 @@ class GpuSpec(BaseModel):
     """Total memory as CUDA reports it (the engines' "total"); 0: memory_mib less 512 MiB."""
     sms: int = 132
     """Streaming multiprocessors (vLLM's top-k/top-p sampler keeps one vocab row per SM)."""
+    nvlink: bool = False
+    """A node of these parts is fully connected by NVLink (AMD: XGMI); False: PCIe-only."""
 
     @property
     def engine_memory_mib(self) -> int:
@@ -64,6 +66,8 @@ class GpuRow(BaseModel):
     cuda_evidence: str = ""
     compute_capability: str
     sms: int
+    spec_url: str = ""
+    nvlink: bool = False
 
 
 def _spec(row: GpuRow) -> GpuSpec:
@@ -76,9 +80,11 @@ def _spec(row: GpuRow) -> GpuSpec:
         compute_capability=row.compute_capability,
         source=f"built-in GPU table row {row.key}: memory.total {row.memory_mib} MiB from "
         f"{row.memory_from}; CUDA total {seen} MiB ({told}); compute capability "
-        f"{row.compute_capability} from {NVIDIA_CC}",
+        f"{row.compute_capability} from {NVIDIA_CC}"
+        + (f"; vendor specification {row.spec_url}" if row.spec_url else ""),
         cuda_mib=seen,
         sms=row.sms,
+        nvlink=row.nvlink,
     )
 
 
@@ -99,25 +105,58 @@ class GpuChoice(BaseModel):
 _COUNT = re.compile(r"^\s*(\d+)\s*[x×*]\s*(.+?)\s*$", re.I)
 
 
-def parse_gpus(text: str) -> GpuChoice:
+def parse_gpus(
+    text: str, memory_mib: int | None = None, capability: str | None = None
+) -> GpuChoice:
     """`8xH200`, `4xB200`, `2xA100-80GB`, `H100`: count and table row, matched leniently.
 
     `H100`, `H100-SXM` and `H100-80GB` all name the SXM 80 GB part unless PCIe or NVL is
     said; `A100` alone is the 80 GB part; the NVIDIA prefix, case, spaces, dashes and
-    underscores do not matter.
+    underscores do not matter. A GPU the table does not know is planned from `memory_mib`
+    (nvidia-smi's memory.total) and `capability` when both are given, else refused with
+    what is missing.
     """
     match = _COUNT.match(text)
     count, name = (int(match.group(1)), match.group(2)) if match else (None, text)
     if count is not None and count < 1:
         raise ToolError(f"gpus={text!r} asks for {count} GPUs; give at least one, e.g. 8xH200")
     spec = lookup(name)
+    if spec is None and memory_mib and capability:
+        spec = _given(name, memory_mib, capability)
     if spec is None:
         known = ", ".join(s.key for s in TABLE)
+        missing = " and ".join(
+            what
+            for what, have in (
+                ("gpu_memory_mib (its nvidia-smi/rocm-smi memory.total in MiB)", memory_mib),
+                ("gpu_compute_capability (e.g. 8.6; AMD gfx942 is 9.4)", capability),
+            )
+            if not have
+        )
         raise ToolError(
-            f"unknown GPU {name!r} in gpus={text!r}; known: {known}. Omit gpus to use the "
-            "host's own GPUs (gpu_info), or name one of these, e.g. 8xH200"
+            f"unknown GPU {name!r} in gpus={text!r}: the built-in table has no memory size or "
+            f"compute capability for it. Give {missing} to plan for it as named, or name a "
+            f"known GPU ({known}), e.g. 8xH200, or omit gpus to use the host's own GPUs "
+            "(gpu_info)"
         )
     return GpuChoice(count=count, spec=spec)
+
+
+def _given(name: str, memory_mib: int, capability: str) -> GpuSpec:
+    """A GPU the table does not know, from the figures the question gave."""
+    if not re.fullmatch(r"\d{1,2}\.\d", capability):
+        raise ToolError(
+            f"gpu_compute_capability={capability!r} is not MAJOR.MINOR; give e.g. 8.6 or 9.0"
+        )
+    return GpuSpec(
+        key=name,
+        smi_name=name,
+        memory_mib=memory_mib,
+        compute_capability=capability,
+        source=f"given in the question: memory.total {memory_mib} MiB (CUDA total estimated "
+        f"as {memory_mib - 512} MiB), compute capability {capability}; streaming "
+        "multiprocessors assumed 132",
+    )
 
 
 def _squash(name: str) -> str:
@@ -131,6 +170,9 @@ def lookup(name: str) -> GpuSpec | None:
     for spec in TABLE:  # an exact nvidia-smi name or canonical key first
         if s in (_squash(spec.smi_name), _squash(spec.key)):
             return spec
+    alias = _ALIASES.get(s) or next((k for a, k in _PREFIXES if s.startswith(a)), None)
+    if alias:
+        return _by_key(alias)
     family = re.match(
         r"(gb200|b200|h200|h100|h800|h20|l40s|l40|l20|l4|a100|a10g|a10|t4|"
         r"(?:geforce)?rtx(?:a6000|3090|4090)|rtx?a6000|3090|4090)",
@@ -155,6 +197,19 @@ def lookup(name: str) -> GpuSpec | None:
     if base.endswith("a6000"):
         return _by_key("RTX-A6000")
     return _by_key(base.upper())
+
+
+_ALIASES = {"gh200144g": "GH200-144GB", "gh200144gb": "GH200-144GB"}
+"""Squashed names that a prefix would send to the wrong row."""
+_PREFIXES = (
+    ("instinctmi300x", "MI300X"), ("amdinstinctmi300x", "MI300X"), ("mi300x", "MI300X"),
+    ("instinctmi325x", "MI325X"), ("amdinstinctmi325x", "MI325X"), ("mi325x", "MI325X"),
+    ("gh200", "GH200"), ("rtxa5000", "RTX-A5000"), ("a5000", "RTX-A5000"),
+    ("rtxa4000", "RTX-A4000"), ("a4000", "RTX-A4000"), ("rtx6000ada", "RTX-6000-ADA"),
+    ("6000ada", "RTX-6000-ADA"), ("rtx5000ada", "RTX-5000-ADA"), ("5000ada", "RTX-5000-ADA"),
+    ("rtx4000ada", "RTX-4000-ADA"), ("4000ada", "RTX-4000-ADA"), ("a40", "A40"),
+)  # fmt: skip
+"""Workstation, Grace-Hopper and AMD parts by the start of their squashed name."""
 
 
 def _by_key(key: str) -> GpuSpec:

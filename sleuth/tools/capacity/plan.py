@@ -7,11 +7,13 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from sleuth.tools.capacity.accounting import KvAccount
+from sleuth.tools.capacity.engine_setup import EngineVersion
 from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.inverse_answer import InverseAnswer
 from sleuth.tools.capacity.model import Evidence
 from sleuth.tools.capacity.rules import Engine
 from sleuth.tools.capacity.source import EngineSource
+from sleuth.tools.capacity.topology import Interconnect, Topology
 from sleuth.tools.registry import ToolInput
 
 Verdict = Literal["fits", "does_not_fit", "incompatible"]
@@ -23,6 +25,15 @@ class CapacityInput(ToolInput):
         None,
         description="GPUs to plan for, e.g. 8xH200, 4xB200, 2xA100-80GB, 2xRTX-4090, L4; `cpu` "
         "for vLLM's CPU backend (with cpu_kv_space_gib); omit to use the host's own GPUs.",
+    )
+    gpu_memory_mib: int | None = Field(
+        None,
+        ge=1024,
+        description="For a GPU the built-in table does not know: its memory.total in MiB "
+        "(nvidia-smi or rocm-smi), with gpu_compute_capability.",
+    )
+    gpu_compute_capability: str | None = Field(
+        None, description="For a GPU the table does not know: e.g. 8.6; AMD gfx942 is 9.4."
     )
     engine: Literal["sglang", "vllm"] = "sglang"
     tp: int = Field(1, ge=1, le=1024, description="Tensor-parallel size.")
@@ -60,7 +71,20 @@ class CapacityInput(ToolInput):
         None, ge=1, description="vLLM --max-num-batched-tokens (the profile run's tokens)."
     )
     block_size: int | None = Field(None, ge=1, description="vLLM --block-size.")
+    interconnect: Interconnect = Field(
+        "auto",
+        description="The GPUs' links: nvlink (fully NVLink/XGMI-connected), pcie, or auto (from "
+        "the GPU model: SXM/HGX and MI300-class parts NVLink, workstation and L-series PCIe). "
+        "Decides where the engines run custom all-reduce.",
+    )
+    nodes: int = Field(1, ge=1, le=1024, description="Nodes the tensor-parallel group spans.")
     enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs.")
+    max_cudagraph_capture_size: int | None = Field(
+        None,
+        ge=1,
+        description="vLLM --max-cudagraph-capture-size (the largest batch captured as a CUDA "
+        "graph); default min(max_num_seqs × 2, 512). Fewer graphs reserve less (vLLM 0.21+).",
+    )
     cpu_kv_space_gib: int = Field(
         4, ge=1, description="With gpus=cpu: VLLM_CPU_KVCACHE_SPACE, the KV cache's GiB."
     )
@@ -107,6 +131,10 @@ class CapacityPlan(BaseModel):
     engine: Engine
     rules_from: str
     """`host source` when the installed engine's lines were read, else the built-in version."""
+    engine_version: EngineVersion
+    """The release whose accounting was applied and where it came from."""
+    topology: Topology
+    """The tp group's links and whether the engine runs custom all-reduce over them."""
     gpu: GpuSpec
     gpu_count: int
     gpus_from: str

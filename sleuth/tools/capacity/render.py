@@ -24,6 +24,8 @@ def plan_text(p: CapacityPlan) -> str:
         f"tokens: {p.max_concurrent_at_context:,}; longest single request: "
         f"{p.max_context_single:,} tokens",
         f"rules: {p.rules_from}",
+        f"engine version: {p.engine_version.note}",
+        f"links: {p.topology.links_from}; {p.topology.why}",
     ]
     if p.recurrent_state_bytes_per_request_per_gpu:
         lines.insert(4, f"recurrent state per request per GPU: "

@@ -14,6 +14,7 @@ from sleuth.tools.capacity import rules
 from sleuth.tools.capacity.accounting import KvAccount, account
 from sleuth.tools.capacity.engine_setup import (
     EngineSetup,
+    capture_limit,
     default_batch,
     default_block_size,
     vllm_rules,
@@ -24,6 +25,7 @@ from sleuth.tools.capacity.online_quant import online_fp8
 from sleuth.tools.capacity.plan import CapacityInput
 from sleuth.tools.capacity.quant_rules import engine_method
 from sleuth.tools.capacity.rules import GIB, MIB
+from sleuth.tools.capacity.topology import Topology, topology
 from sleuth.tools.capacity.weights import WeightShare, weights_per_gpu
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.results import ToolError
@@ -131,6 +133,10 @@ def engine_setup(
     memory = 0 if cpu else gpu.engine_memory_mib * MIB
     batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name)
     version = args.engine_version or installed
+    links = links_of(args, gpu)
+    max_seqs = args.max_num_seqs or seqs
+    max_batched = args.max_num_batched_tokens or batched
+    capture, capture_how = capture_limit(args.max_cudagraph_capture_size, max_seqs, max_batched)
     act = 4 if str(shape.dtype).lower() in ("float32", "fp32") else 2
     return EngineSetup(
         engine=args.engine,
@@ -143,8 +149,10 @@ def engine_setup(
         sms=gpu.sms,
         fraction=fraction,
         max_model_len=context,
-        max_num_seqs=args.max_num_seqs or seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens or batched,
+        max_num_seqs=max_seqs,
+        max_num_batched_tokens=max_batched,
+        max_capture_size=capture,
+        capture_how=capture_how,
         block_size=args.block_size or default_block_size(args.engine, device, shape.mla),
         kv_elem=elem,
         act_elem=act,
@@ -152,7 +160,15 @@ def engine_setup(
         cpu_kv_space_bytes=args.cpu_kv_space_gib * GIB if cpu else 0,
         draft_layers=draft_layers,
         online_fp8=online_fp8,
+        custom_all_reduce=links.custom_all_reduce,
+        measured_links=links.nvlink and links.nodes == 1,
+        links_why=links.why,
     )
+
+
+def links_of(args: CapacityInput, gpu: GpuSpec) -> Topology:
+    """The tp group's topology: the question's interconnect and nodes, else the GPU row's."""
+    return topology(args.tp, args.nodes, args.interconnect, gpu.nvlink, gpu.key)
 
 
 def _kv_cell(

@@ -15,6 +15,7 @@ from sleuth.tools.capacity.engine_setup import EngineSetup
 from sleuth.tools.capacity.model import ModelShape
 from sleuth.tools.capacity.rules import GIB, MIB, gib
 from sleuth.tools.capacity.terms import Term
+from sleuth.tools.capacity.topology import CUSTOM_AR_BUFFERS, RULE
 
 V019 = "vllm 0.19.0"
 CUBLAS_WORKSPACE = 32 * MIB
@@ -117,33 +118,60 @@ def _sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
 def non_torch(s: EngineSetup) -> Term:
     parallel = s.tp > 1
     value = NON_TORCH_BASE + (NON_TORCH_TP if parallel else 0)
+    how = "0.25 GiB (CUDA/cuBLAS/Triton runtime)"
+    spread = 0.12 if parallel else 0.5
+    if parallel:
+        how += " + 1.85 GiB NCCL and custom all-reduce buffers at tp > 1"
+        if not s.custom_all_reduce:
+            value -= CUSTOM_AR_BUFFERS
+            how += f" - {CUSTOM_AR_BUFFERS // MIB} MiB of custom all-reduce buffers ({s.links_why})"
+        if not s.measured_links:
+            # The figure was measured on one NVLink/NVSwitch node; NCCL sizes its buffers by
+            # transport (no NVLink SHARP off NVSwitch, network buffers across nodes).
+            spread = 0.5
+            how += "; measured on one NVLink node, these links were not measured"
     return Term(
         name="non-torch memory (profile increase)",
         bytes=value,
-        how="0.25 GiB (CUDA/cuBLAS/Triton runtime)"
-        + (" + 1.85 GiB NCCL and custom all-reduce buffers at tp > 1" if parallel else ""),
+        how=how,
         source=f"{V019} vllm/utils/mem_utils.py memory_profiling non_torch_increase; value "
-        "measured in vLLM 0.19.0 logs (0.24-0.27 GiB at tp 1, 2.06-2.21 GiB at tp 2-4)",
+        "measured in vLLM 0.19.0 logs (0.24-0.27 GiB at tp 1, 2.06-2.21 GiB at tp 2-4 on "
+        f"H100 SXM); {RULE}",
         estimated=True,
-        spread=0.12 if parallel else 0.5,
+        spread=spread,
     )
+
+
+def capture_sizes(max_size: int) -> list[int]:
+    """vLLM's default CUDA graph batch sizes up to `max_size` (VllmConfig._set_cudagraph_sizes:
+    [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16), cut at max)."""
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, max_size + 1, 16)]
+    return [n for n in sizes if n <= max_size]
+
+
+FULL_CAPTURE = len(capture_sizes(512))
+"""51 graphs: the capture the 12 MiB-per-layer figure was measured at."""
 
 
 def cuda_graphs(s: EngineSetup, shape: ModelShape) -> Term | None:
     """From 0.21 vLLM subtracts its CUDA graph estimate (profile_cudagraph_memory); before
-    that, and with --enforce-eager, graphs come out of the headroom above the utilization."""
+    that, and with --enforce-eager, graphs come out of the headroom above the utilization.
+    The per-layer part scales with the number of graphs captured (each graph keeps its own
+    kernel nodes per layer); the base (the shared pool) does not."""
     if s.rules != "v1-0.32" or s.enforce_eager:
         return None
     layers = shape.layers // s.pp
-    value = GRAPH_BASE + GRAPH_PER_LAYER * layers
+    graphs = len(capture_sizes(s.max_capture_size))
+    value = GRAPH_BASE + GRAPH_PER_LAYER * layers * graphs // FULL_CAPTURE
     return Term(
         name="CUDA graph memory (estimate)",
         bytes=value,
-        how=f"0.5 GiB + 12 MiB × {layers} layers (captured batch sizes up to 512)",
+        how=f"0.5 GiB + 12 MiB × {layers} layers × {graphs}/{FULL_CAPTURE} graphs (batch "
+        f"sizes up to {s.max_capture_size}; {s.capture_how})",
         source="vllm 0.21+ vllm/v1/worker/gpu_worker.py determine_available_memory "
         "(cudagraph_memory_estimate_applied, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 "
         "by default); value from 'Estimated CUDA graph memory' in vLLM 0.19.0 logs "
-        "(0.6-1.6 GiB)",
+        "(0.6-1.6 GiB, captures up to 512); vllm/config/vllm.py _set_cudagraph_sizes",
         estimated=True,
         spread=0.5,
     )
