@@ -59,6 +59,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sleuth.config.containers import MUTATING_REFUSED, Runtime, container_problem
+
 CONFIG_NAME = "sleuth.toml"
 _ENV_RULE = re.compile(r"[A-Z_][A-Z0-9_]*\*?|\*")
 """An approve.env entry: a name, or a name prefix ending in `*`."""
@@ -105,6 +107,16 @@ class HostConfig(_Strict):
 
     ssh: str | None = None
     """An alias from ~/.ssh/config or user@host:port; None for the local host."""
+    via: str | None = None
+    """A container or pod host: the host (`local` or another [hosts] entry) that runs its
+    runtime (`containers.py`)."""
+    container: str | None = None
+    runtime: Runtime | None = None
+    """None: whichever of docker, podman and nerdctl the via host has, in that order."""
+    pod: str | None = None
+    """`NAMESPACE/NAME`, with `runtime = "kubectl"`."""
+    context: str | None = None
+    """The kubeconfig context, with `runtime = "kubectl"`."""
     roots: list[str] = Field(default_factory=list)
     """The folders tools may read; everything else is refused."""
     allow: list[str] = Field(default_factory=list)
@@ -290,11 +302,16 @@ def _parse(path: Path) -> Settings:
         raise ConfigError(f"{where}: key `{'.'.join(keys)}`: {first['msg']}") from exc
     settings.source = str(path)
     for name, host in settings.hosts.items():
-        if name != LOCAL and not host.ssh:
+        if name != LOCAL and not host.ssh and host.via is None:
             line = locate_key(text, ["hosts", name])
             raise ConfigError(
-                f'{path}:{line}: host `{name}` needs `ssh = "alias or user@host:port"`'
+                f'{path}:{line}: host `{name}` needs `ssh = "alias or user@host:port"` '
+                "(or `via` and `container` for a container)"
             )
+        if unreachable := reach_problem(name, host, settings.hosts):
+            keys, why = unreachable
+            line = locate_key(text, ["hosts", name, *keys])
+            raise ConfigError(f"{path}:{line}: host `{name}`: {why}")
         for root in host.roots:
             if not os.path.isabs(root):
                 line = locate_key(text, ["hosts", name, "roots"])
@@ -326,6 +343,33 @@ def group_problem(
     if problem := rules_problem(group.approve):
         key, why = problem
         return ["approve", key], why
+    return None
+
+
+def reach_problem(
+    name: str, host: HostConfig, hosts: dict[str, HostConfig]
+) -> tuple[list[str], str] | None:
+    """How a host is reached, when that cannot work: the key and why; or None."""
+    if name == LOCAL:
+        return None
+    if host.via is None:
+        if host.container or host.runtime or host.pod or host.context:
+            return ["via"], "a container or pod host needs `via`: the host that runs its runtime"
+        return None
+    if host.ssh:
+        return ["ssh"], "a container host is reached through `via`; drop `ssh`"
+    via = hosts.get(host.via)
+    if via is None and host.via != LOCAL:
+        return ["via"], f"via {host.via!r} is not a host in [hosts] (nor `local`)"
+    if via is not None and via.via is not None:
+        return ["via"], f"via {host.via!r} is itself a container; name the host that runs it"
+    if refused := [tool for tool in host.allow if tool in MUTATING_REFUSED]:
+        return ["allow"], (
+            f"{refused[0]} is never allowed on a container or pod host: Sleuth does not "
+            "restart someone else's container or pod"
+        )
+    if found := container_problem(host.runtime, host.container, host.pod, host.context):
+        return [found[0]], found[1]
     return None
 
 

@@ -1,0 +1,88 @@
+"""Container and pod hosts in `sleuth.toml`: the names each runtime accepts, checked before
+any of them reaches a command line.
+
+```toml
+[hosts.sglang0]
+via = "gpu1"                  # the host that runs the runtime: an SSH host, or "local"
+container = "sglang-0"
+runtime = "podman"            # docker | podman | nerdctl | kubectl
+roots = ["/sgl-workspace", "/models"]
+
+[hosts.decode0]
+via = "gpu1"
+runtime = "kubectl"
+pod = "serving/decode-0"      # NAMESPACE/NAME
+container = "engine"          # optional with kubectl
+context = "prod"              # optional
+```
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Runtime = Literal["docker", "podman", "nerdctl", "kubectl"]
+RUNTIMES: tuple[Runtime, ...] = ("docker", "podman", "nerdctl", "kubectl")
+MUTATING_REFUSED = ("launch_server", "stop_server")
+"""Refused on every container and pod host: Sleuth does not restart someone else's pod."""
+
+CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,253}")
+"""Docker's (and podman's and nerdctl's) container names and ids: `[a-zA-Z0-9][a-zA-Z0-9_.-]+`."""
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""Kubernetes namespaces and container names (RFC 1123 label, at most 63)."""
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*")
+"""Kubernetes pod names (RFC 1123 subdomain, at most 253)."""
+CONTEXT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/+-]{0,252}")
+"""kubeconfig context names as clusters write them (`gke_p_z_c`, `arn:aws:eks:...:cluster/c`)."""
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_REQUIREMENT = rf"!?({_LABEL}(\.{_LABEL})*/)?{_NAME}((==?|!=)({_NAME})?)?"
+LABEL_SELECTOR = re.compile(rf"{_REQUIREMENT}(,{_REQUIREMENT})*")
+"""Equality-based label selectors: `app=sglang,role!=prefill`, `app`, `!canary`."""
+
+
+def split_pod(value: str) -> tuple[str, str] | None:
+    """`NAMESPACE/NAME` as its two parts, or None when it is not one."""
+    namespace, _, name = value.partition("/")
+    if DNS_LABEL.fullmatch(namespace) and DNS_SUBDOMAIN.fullmatch(name):
+        return namespace, name
+    return None
+
+
+def split_selector(value: str) -> tuple[str, str] | None:
+    """`NAMESPACE/SELECTOR` (`serving/app=sglang`) as its two parts, or None."""
+    namespace, _, selector = value.partition("/")
+    if DNS_LABEL.fullmatch(namespace) and LABEL_SELECTOR.fullmatch(selector):
+        return namespace, selector
+    return None
+
+
+def container_problem(
+    runtime: str | None, container: str | None, pod: str | None, context: str | None
+) -> tuple[str, str] | None:
+    """The key of a container or pod host that cannot mean what it says, and why; or None."""
+    if runtime == "kubectl":
+        if pod is None:
+            return "pod", 'a kubectl host needs `pod = "NAMESPACE/NAME"`'
+        if split_pod(pod) is None:
+            return "pod", (
+                f"pod {pod!r} is not NAMESPACE/NAME as Kubernetes names them (lower-case "
+                'letters, digits, `-` and `.`), e.g. "serving/sglang-decode-0"'
+            )
+        if container is not None and not DNS_LABEL.fullmatch(container):
+            return "container", f"container {container!r} is not a Kubernetes container name"
+        if context is not None and not CONTEXT_NAME.fullmatch(context):
+            return "context", f"context {context!r} is not a kubeconfig context name"
+        return None
+    if pod is not None or context is not None:
+        key = "pod" if pod is not None else "context"
+        return key, f'`{key}` is for pods: set `runtime = "kubectl"`, or drop it'
+    if container is None:
+        return "container", "a container host needs `container = NAME` (or `pod` for kubectl)"
+    if not CONTAINER_NAME.fullmatch(container):
+        return "container", (
+            f"container {container!r} is not a container name or id (letters, digits, `_`, "
+            "`.` and `-`, starting with a letter or digit)"
+        )
+    return None

@@ -1,0 +1,237 @@
+"""ContainerHost: the Host protocol inside a container or pod, through its runtime on a via
+host (this machine or an SSH host).
+
+```python
+host = ContainerHost("sglang0", via=SSHHost("gpu1", ...), config=settings.hosts["sglang0"])
+host.request("python3", {"op": "ping"}, timeout=10)   # the resident program, in the container
+host.run(["nvidia-smi", "-L"], timeout=30, max_bytes=4096)   # one `podman exec` per command
+```
+
+Sleuth's program (`program/resident.py`) starts once per session inside the container,
+through the runtime's `exec -i` on the via host, and answers every file read as it does on
+an SSH host: the same requests, the same rules beneath the roots, now the container's
+filesystem. A container without the interpreter falls back to POSIX tools, each command one
+exec. Commands are argument vectors wrapped in the runtime's exec (`target.py`); no
+environment crosses into the container.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Unpack
+
+from pydantic import BaseModel
+
+from sleuth.config import HostConfig
+from sleuth.config.containers import RUNTIMES, Runtime
+from sleuth.errors import ErrorKind, HostError
+from sleuth.hosts.container.pipes import LocalLink
+from sleuth.hosts.container.target import Target
+from sleuth.hosts.host import Host, HostFacts, RunOptions, RunResult, StatResult, kind_of
+from sleuth.hosts.ssh.fallback import ExecFiles
+from sleuth.hosts.ssh.program import HostPrograms, Link
+from sleuth.hosts.wire import Answer
+
+if TYPE_CHECKING:
+    import paramiko
+
+CANNOT_RUN = (126, 127)
+"""A runtime's exec exit status for a command it could not find or start in the container."""
+IO_TIMEOUT_S = 20.0
+
+
+class ContainerFacts(BaseModel):
+    """What a transcript records of a container host: exactly what was read."""
+
+    via: str
+    runtime: str
+    container: str = ""
+    pod: str = ""
+    context: str = ""
+    container_id: str = ""
+    image: str = ""
+    image_id: str = ""
+    image_digest: str = ""
+    state: str = ""
+
+
+class ContainerHost:
+    """A container (docker, podman, nerdctl) or a pod's container (kubectl) as a host."""
+
+    def __init__(self, name: str, via: Host, config: HostConfig) -> None:
+        self.name, self.via, self.config = name, via, config
+        self.python = config.python
+        self._target: Target | None = None
+        self._programs: HostPrograms | None = None
+        self._lock = threading.Lock()
+
+    # -- the runtime --
+
+    @property
+    def target(self) -> Target:
+        """The container as its runtime names it; the runtime found on first use when
+        sleuth.toml names none."""
+        with self._lock:
+            if self._target is None:
+                runtime = self.config.runtime or self._find_runtime()
+                self._target = Target.of(self.config, runtime)
+            return self._target
+
+    def _find_runtime(self) -> Runtime:
+        for runtime in RUNTIMES[:3]:
+            try:
+                done = self.via.run([runtime, "--version"], timeout=IO_TIMEOUT_S, max_bytes=4096)
+            except HostError as exc:
+                if exc.kind is ErrorKind.COMMAND_NOT_FOUND:
+                    continue
+                raise
+            if done.exit_code == 0:
+                return runtime
+        raise HostError(
+            f"host {self.name!r}: none of docker, podman or nerdctl runs on via host "
+            f"{self.via.name!r}; install one there, or set `runtime` under [hosts.{self.name}]",
+            ErrorKind.COMMAND_NOT_FOUND,
+        )
+
+    @property
+    def programs(self) -> HostPrograms:
+        """Sleuth's program in the container: resident for the session, over the via host's
+        connection (or this machine's pipes)."""
+        target = self.target
+        with self._lock:
+            if self._programs is None:
+                conn = getattr(self.via, "conn", None)
+                link: Link = conn if conn is not None else LocalLink(IO_TIMEOUT_S)
+                wrap = target.exec_argv([], stdin=True)
+                self._programs = HostPrograms(link, self.run, self.name, "resident", wrap)
+            return self._programs
+
+    # -- commands --
+
+    def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> RunResult:
+        if not argv:
+            raise HostError("empty command", ErrorKind.INVALID_INPUT)
+        stdin = options.get("stdin")
+        wrapped = self.target.exec_argv(argv, stdin=stdin is not None)
+        try:
+            done = self.via.run(wrapped, **options)
+        except HostError as exc:
+            if exc.kind is ErrorKind.COMMAND_NOT_FOUND:
+                raise HostError(
+                    f"{wrapped[0]} is not installed on via host {self.via.name!r} of host "
+                    f"{self.name!r}; install it there, or set `runtime` under [hosts.{self.name}]",
+                    ErrorKind.COMMAND_NOT_FOUND,
+                ) from exc
+            raise
+        if done.exit_code in CANNOT_RUN and not done.stdout:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            raise HostError(
+                f"{argv[0]}: command not found in container {self.target.label} of host "
+                f"{self.name!r}" + (f" ({said[-1]})" if said else ""),
+                ErrorKind.COMMAND_NOT_FOUND,
+            )
+        return done.model_copy(update={"argv": list(argv)})
+
+    def logs(self, tail: int, *, previous: bool = False, timeout: float = 60) -> RunResult:
+        """The container's own log (what the engine printed), its last `tail` lines."""
+        argv = self.target.logs_argv(tail, previous=previous)
+        return self.via.run(argv, timeout=timeout, max_bytes=64 << 20)
+
+    # -- files: the program's requests where it runs, else POSIX tools by exec --
+
+    def _exec_files(self) -> ExecFiles:
+        return ExecFiles(self.run, self.name, IO_TIMEOUT_S)
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        try:
+            return self._exec_files().read(path, offset, length)
+        except OSError as exc:
+            raise HostError(
+                f"cannot read {path} on host {self.name!r}: {exc.strerror or exc}",
+                ErrorKind.NOT_FOUND if isinstance(exc, FileNotFoundError) else ErrorKind.HOST,
+            ) from exc
+
+    def realpath(self, path: str) -> str:
+        try:
+            return self._exec_files().realpath(path)
+        except FileNotFoundError as exc:
+            raise HostError(
+                f"no such file or directory on host {self.name!r}: {path}", ErrorKind.NOT_FOUND
+            ) from exc
+        except OSError as exc:
+            raise HostError(f"cannot resolve {path} on host {self.name!r}: {exc}") from exc
+
+    def stat(self, path: str) -> StatResult:
+        try:
+            mode, size, mtime = self._exec_files().lstat(path)
+        except FileNotFoundError:
+            return StatResult(path=path, kind="missing")
+        except OSError as exc:
+            raise HostError(f"cannot stat {path} on host {self.name!r}: {exc}") from exc
+        return StatResult(path=path, kind=kind_of(mode), size=size, mtime=float(mtime))
+
+    def request(
+        self, python: str, head: dict[str, Any], payload: bytes = b"", *, timeout: float
+    ) -> Answer:
+        return self.programs.request(python, head, payload, timeout=timeout)
+
+    # -- what it is --
+
+    def facts(self) -> ContainerFacts:
+        """The via host, runtime, container or pod, and the image it runs, as the runtime
+        reports them now."""
+        target = self.target
+        facts = ContainerFacts(
+            via=self.via.name,
+            runtime=target.runtime,
+            container=target.container or "",
+            pod=f"{target.namespace}/{target.pod}" if target.pod else "",
+            context=target.context or "",
+        )
+        done = self.via.run(target.inspect_argv(), timeout=IO_TIMEOUT_S, max_bytes=8 << 20)
+        if done.exit_code != 0:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            raise HostError(
+                f"{target.label} on via host {self.via.name!r} cannot be inspected"
+                + (f": {said[-1]}" if said else ""),
+                ErrorKind.NOT_FOUND,
+            )
+        record = json.loads(done.stdout)
+        from sleuth.hosts.container.records import image_facts
+
+        return facts.model_copy(update=image_facts(target, record))
+
+    def describe(self) -> HostFacts:
+        facts = self.facts()
+        start = time.monotonic()
+        self.run(["true"], timeout=IO_TIMEOUT_S, max_bytes=1024)
+        exec_ms = (time.monotonic() - start) * 1000
+        mode = self.programs.mode(self.python)
+        warnings = []
+        if (why := self.programs.why_not(self.python)) is not None:
+            warnings.append(f"{why}: the file tools use POSIX tools in the container")
+        start = time.monotonic()
+        self.stat("/")
+        file_ms = (time.monotonic() - start) * 1000
+        return HostFacts(
+            address=f"{self.target.label} via {self.via.name}",
+            exec_latency_ms=round(exec_ms, 2),
+            file_latency_ms=round(file_ms, 2),
+            file_access="exec",
+            call_mode=mode,
+            warnings=warnings,
+            container=facts.model_dump(),
+        )
+
+    def transport(self) -> paramiko.Transport | None:
+        """None: a port forward would reach the via host, not the container."""
+        return None
+
+    def close(self) -> None:
+        """The program in the container, then the via host this host opened."""
+        if self._programs is not None:
+            self._programs.reset()
+        self.via.close()
