@@ -29,6 +29,7 @@ from sleuth.config import HostConfig
 from sleuth.config.containers import RUNTIMES, Runtime
 from sleuth.errors import ErrorKind, HostError
 from sleuth.hosts.container.pipes import LocalLink
+from sleuth.hosts.container.records import image_facts, merged_log
 from sleuth.hosts.container.target import Target
 from sleuth.hosts.host import Host, HostFacts, RunOptions, RunResult, StatResult, kind_of
 from sleuth.hosts.ssh.fallback import ExecFiles
@@ -135,10 +136,31 @@ class ContainerHost:
             )
         return done.model_copy(update={"argv": list(argv)})
 
-    def logs(self, tail: int, *, previous: bool = False, timeout: float = 60) -> RunResult:
-        """The container's own log (what the engine printed), its last `tail` lines."""
-        argv = self.target.logs_argv(tail, previous=previous)
-        return self.via.run(argv, timeout=timeout, max_bytes=64 << 20)
+    def logs(
+        self, tail: int, *, previous: bool = False, timeout: float = 60
+    ) -> tuple[str, RunResult]:
+        """The container's own log (what the engine printed), its last `tail` lines in the
+        order they were written, and the run that read it."""
+        target = self.target
+        if previous and target.runtime != "kubectl":
+            raise HostError(
+                f"`previous` is a pod's log before its container restarted (kubectl); "
+                f"{target.label} keeps one log across restarts: read it without `previous`",
+                ErrorKind.INVALID_INPUT,
+            )
+        argv = target.logs_argv(tail, previous=previous)
+        done = self.via.run(argv, timeout=timeout, max_bytes=64 << 20)
+        if done.timed_out or done.exit_code != 0:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            raise HostError(
+                f"{argv[0]} logs failed for {target.label} on via host {self.via.name!r} "
+                f"(exit {done.exit_code}): {said[-1] if said else 'no message'}",
+                ErrorKind.NOT_FOUND if done.exit_code else ErrorKind.TIMEOUT,
+            )
+        # docker, podman and nerdctl give the container's stderr as theirs; kubectl merges
+        # both into its stdout and keeps stderr for its own notes ("Defaulted container").
+        kept = (done.stdout,) if target.runtime == "kubectl" else (done.stdout, done.stderr)
+        return merged_log(kept, tail), done
 
     # -- files: the program's requests where it runs, else POSIX tools by exec --
 
@@ -200,8 +222,6 @@ class ContainerHost:
                 ErrorKind.NOT_FOUND,
             )
         record = json.loads(done.stdout)
-        from sleuth.hosts.container.records import image_facts
-
         return facts.model_copy(update=image_facts(target, record))
 
     def describe(self) -> HostFacts:

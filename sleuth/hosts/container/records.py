@@ -65,3 +65,16 @@ def _pod_facts(target: Target, pod: dict[str, Any]) -> dict[str, str]:
         "image_digest": digest if digest.startswith("sha256:") else "",
         "state": next(iter(status.get("state") or {}), ""),
     }
+
+
+def merged_log(streams: tuple[bytes, ...], tail: int) -> str:
+    """A runtime's `logs --timestamps` output, the container's stdout and stderr lines back
+    in the order they were written (each stream is in order; a stable sort by timestamp
+    interleaves them), the timestamps dropped, the last `tail` lines kept."""
+    stamped = []
+    for stream in streams:
+        for line in stream.decode(errors="replace").splitlines():
+            stamp, _, text = line.partition(" ")
+            stamped.append((stamp, text))
+    stamped.sort(key=lambda pair: pair[0])
+    return "".join(text + "\n" for _, text in stamped[-tail:])

@@ -7,7 +7,7 @@ target.exec_argv(["python3", "-V"], stdin=False)
 target = Target(runtime="kubectl", namespace="serving", pod="decode-0", container="engine")
 target.logs_argv(200, previous=True)
 # ['kubectl', 'logs', '--namespace=serving', '--container=engine', '--tail=200',
-#  '--previous', '--', 'decode-0']
+#  '--timestamps', '--previous', '--', 'decode-0']
 ```
 
 Names were checked against each runtime's grammar when sleuth.toml was read
@@ -77,14 +77,17 @@ class Target(BaseModel):
         return [self.runtime, "exec", *interactive, "--", self.container, *argv]
 
     def logs_argv(self, tail: int, *, previous: bool = False) -> list[str]:
-        """The container's log, its last `tail` lines; `previous`: a pod's container before
-        its last restart (kubectl only)."""
+        """The container's log, its last `tail` lines, each after its timestamp (so what the
+        runtime splits into stdout and stderr goes back in order); `previous`: a pod's
+        container before its last restart (kubectl only)."""
         if self.runtime == "kubectl":
             assert self.pod is not None
             before = ["--previous"] if previous else []
-            return [*self._kubectl("logs"), f"--tail={tail}", *before, "--", self.pod]
+            head = [*self._kubectl("logs"), f"--tail={tail}", "--timestamps", *before]
+            return [*head, "--", self.pod]
         assert self.container is not None
-        return [self.runtime, "logs", "--tail", str(tail), "--", self.container]
+        head = [self.runtime, "logs", "--tail", str(tail), "--timestamps"]
+        return [*head, "--", self.container]
 
     def inspect_argv(self) -> list[str]:
         """The container's (or pod's) record as JSON."""

@@ -11,6 +11,7 @@ import re
 
 from pydantic import Field, model_validator
 
+from sleuth.hosts.container import ContainerHost
 from sleuth.hosts.host import HostError
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
@@ -35,6 +36,16 @@ class DiagnoseLogInput(ToolInput):
         description="systemd unit whose journal to read instead, e.g. vllm.service "
         "(needs journalctl on the host)",
     )
+    container_log: bool = Field(
+        False,
+        description="Read the log of the host's container or pod instead (`docker|podman|"
+        "nerdctl logs`, `kubectl logs`): the host must be a container or pod host",
+    )
+    previous: bool = Field(
+        False,
+        description="With container_log on a pod: the log of its container before the last "
+        "restart (`kubectl logs --previous`), where a crash loop keeps its failure",
+    )
     lines: int = Field(2000, ge=10, le=20000, description="How many last lines to read")
     engine: Engine | None = Field(
         None, description="vllm or sglang, to name its flags in the fix; guessed from the log"
@@ -42,8 +53,13 @@ class DiagnoseLogInput(ToolInput):
 
     @model_validator(mode="after")
     def _one_source(self) -> DiagnoseLogInput:
-        if (self.path is None) == (self.unit is None):
-            raise ValueError("give exactly one of path (a log file) or unit (a systemd unit)")
+        if (self.path is not None) + (self.unit is not None) + self.container_log != 1:
+            raise ValueError(
+                "give exactly one of path (a log file), unit (a systemd unit) or "
+                "container_log=true (the host's container or pod)"
+            )
+        if self.previous and not self.container_log:
+            raise ValueError("previous reads a pod's earlier log: set container_log=true too")
         if self.unit is not None and (not UNIT_NAME.match(self.unit) or self.unit.startswith("-")):
             raise ValueError(f"unit {self.unit!r} is not a systemd unit name")
         return self
@@ -54,9 +70,11 @@ def diagnose_log(ctx: ToolContext, args: DiagnoseLogInput) -> ToolResult:
     """Explain why an inference server (vLLM, SGLang) failed to start, from its log.
 
     For servers started outside Sleuth (systemd, Kubernetes, a script): give `path`, a log
-    file inside the host's roots (its last `lines` lines are read), or `unit`, a systemd
-    unit whose journal is read with journalctl. Returns the failure `kind` (e.g.
-    kv_cache_too_small, oom_weights, tp_divisibility, driver_mismatch, unknown), its
+    file inside the host's roots (its last `lines` lines are read), `unit`, a systemd
+    unit whose journal is read with journalctl, or, on a container or pod host,
+    `container_log` (with `previous` for a pod's container before its last restart).
+    Returns the failure `kind` (e.g. kv_cache_too_small, oom_weights, tp_divisibility,
+    driver_mismatch, unknown), its
     `confidence` (high: the log states it; low: the best reading), the `headline` (the log
     line that states the cause), evidence lines as logged, and a `fix` with the numbers the
     engine logged. Read-only.
@@ -64,6 +82,8 @@ def diagnose_log(ctx: ToolContext, args: DiagnoseLogInput) -> ToolResult:
     host = ctx.host(args.host)
     if args.path is not None:
         source, text, argv = _read_file(host, args.path)
+    elif args.container_log:
+        source, text, argv = _read_container(host, args.lines, args.previous)
     else:
         source, text, argv = _read_journal(host, args.unit or "", args.lines)
     lines = split_lines(text)[-args.lines :]
@@ -82,6 +102,23 @@ def _read_file(host: SandboxedHost, asked: str) -> tuple[str, str, list[list[str
     if start:  # the first line read is a partial one
         text = text.partition("\n")[2]
     return path, text, []
+
+
+def _read_container(
+    host: SandboxedHost, lines: int, previous: bool
+) -> tuple[str, str, list[list[str]]]:
+    box = host.host
+    if not isinstance(box, ContainerHost):
+        raise ToolError(
+            f"host {host.name!r} is not a container or pod host, so it has no container log; "
+            "give the log file as `path`, or a systemd unit as `unit`"
+        )
+    try:
+        text, run = box.logs(lines, previous=previous)
+    except HostError as exc:
+        raise ToolError(str(exc), exc.kind) from exc
+    which = "previous log" if previous else "log"
+    return f"{which} of {box.target.label}", text, [run.argv]
 
 
 def _read_journal(host: SandboxedHost, unit: str, lines: int) -> tuple[str, str, list[list[str]]]:
