@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.config import HostConfig, Limits
-from sleuth.hosts.container import ContainerHost
+from sleuth.hosts.container.host import ContainerHost
 from sleuth.hosts.host import Host, LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext

@@ -67,9 +67,24 @@ def debian_rootfs() -> Path:
     return ROOTFS
 
 
-def podman(*args: str, check: bool = True, stdin: bytes | None = None) -> str:
+def own_storage(folder: Path) -> Path:
+    """A storage.conf whose containers no other podman user on this machine sees (point
+    CONTAINERS_STORAGE_CONF at it): `ps` then lists exactly a test's containers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = folder / "storage.conf"
+    conf.write_text(
+        f'[storage]\ndriver = "overlay"\ngraphroot = "{folder / "graph"}"\n'
+        f'runroot = "{folder / "run"}"\n'
+    )
+    return conf
+
+
+def podman(
+    *args: str, check: bool = True, stdin: bytes | None = None, storage: Path | None = None
+) -> str:
+    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(storage)} if storage else None
     done = subprocess.run(
-        [PODMAN, *args], input=stdin, capture_output=True, check=False, timeout=120
+        [PODMAN, *args], input=stdin, capture_output=True, check=False, timeout=120, env=env
     )
     if check and done.returncode != 0:
         raise RuntimeError(f"podman {' '.join(args)}: {done.stderr.decode(errors='replace')}")
@@ -79,8 +94,10 @@ def podman(*args: str, check: bool = True, stdin: bytes | None = None) -> str:
 class Containers:
     """Containers this test started, removed at its end."""
 
-    def __init__(self) -> None:
+    def __init__(self, storage: Path | None = None) -> None:
         self.names: list[str] = []
+        self.storage = storage
+        """An own storage.conf (`own_storage`), or None for the machine's."""
 
     def run(
         self,
@@ -97,14 +114,15 @@ class Containers:
         args = ["run", "--name", name, "--network=none", *mounts, *extra]
         args += ["--detach"] if detach else []
         self.names.append(name)
-        podman(*args, "--rootfs", f"{rootfs}:O", *command)
+        podman(*args, "--rootfs", f"{rootfs}:O", *command, storage=self.storage)
         return name
 
     def exec(self, name: str, argv: Sequence[str], stdin: bytes | None = None) -> str:
-        return podman("exec", *(["-i"] if stdin is not None else []), name, *argv, stdin=stdin)
+        interactive = ["-i"] if stdin is not None else []
+        return podman("exec", *interactive, name, *argv, stdin=stdin, storage=self.storage)
 
     def wait(self, name: str) -> None:
-        podman("wait", name, check=False)
+        podman("wait", name, check=False, storage=self.storage)
 
     def __enter__(self) -> Containers:
         return self
@@ -113,4 +131,4 @@ class Containers:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         for name in self.names:
-            podman("rm", "--force", "--time=0", name, check=False)
+            podman("rm", "--force", "--time=0", name, check=False, storage=self.storage)

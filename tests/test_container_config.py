@@ -57,7 +57,7 @@ def test_each_runtime_gets_double_dash_before_its_operands_and_no_environment() 
     assert podman.exec_argv(["cat", "/x"], stdin=False) == [
         "podman", "exec", "--", "sglang-0", "cat", "/x"
     ]  # fmt: skip
-    assert podman.logs_argv(50) == ["podman", "logs", "--tail", "50", "--", "sglang-0"]
+    assert podman.logs_argv(50)[-3:] == ["--timestamps", "--", "sglang-0"]
     pod = Target.of(
         HostConfig(via="local", runtime="kubectl", pod="serving/decode-0", context="prod"),
         "kubectl",
@@ -69,3 +69,53 @@ def test_each_runtime_gets_double_dash_before_its_operands_and_no_environment() 
     assert pod.logs_argv(10, previous=True)[-3:] == ["--previous", "--", "decode-0"]
     for argv in (podman.exec_argv(["x"], stdin=True), pod.exec_argv(["x"], stdin=True)):
         assert not any(a in ("-e", "--env", "--env-file") or a.startswith("--env") for a in argv)
+
+
+def test_kubectl_pods_are_read_into_one_record_per_container() -> None:
+    """The reader of `kubectl get pods -o json` (no cluster here: a document in the shape the
+    Kubernetes API documents for a Pod list, written for this test)."""
+    from sleuth.hosts.container.discover import pod_records, toml_lines
+
+    digest = "sha256:" + "ab" * 32
+    pods = {
+        "items": [
+            {
+                "metadata": {"namespace": "serving", "name": "decode-0"},
+                "spec": {
+                    "nodeName": "gpu-07",
+                    "containers": [
+                        {
+                            "name": "engine",
+                            "image": "vllm/vllm-openai:v0.11.0",
+                            "args": ["--model", "/models/llama", "--tensor-parallel-size", "8"],
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        },
+                        {"name": "proxy", "image": "envoyproxy/envoy:v1.31"},
+                    ],
+                },
+                "status": {
+                    "containerStatuses": [
+                        {
+                            "name": "engine",
+                            "imageID": f"docker.io/vllm/vllm-openai@{digest}",
+                            "restartCount": 4,
+                            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                            "lastState": {"terminated": {"reason": "OOMKilled"}},
+                        },
+                        {"name": "proxy", "restartCount": 0, "state": {"running": {}}},
+                    ]
+                },
+            }
+        ]
+    }
+    engine, proxy = pod_records(pods)
+    assert (engine.pod, engine.name, engine.node) == ("serving/decode-0", "engine", "gpu-07")
+    assert (engine.engine, engine.image_digest, engine.gpus) == ("vllm", digest, "8")
+    assert (engine.restarts, engine.state, engine.last_termination) == (
+        4, "waiting", "OOMKilled"
+    )  # fmt: skip
+    assert proxy.engine is None and proxy.state == "running"
+    assert toml_lines(engine, "gpu1")[:5] == [
+        "[hosts.serving-decode-0]", 'via = "gpu1"', 'runtime = "kubectl"',
+        'pod = "serving/decode-0"', 'container = "engine"',
+    ]  # fmt: skip

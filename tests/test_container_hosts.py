@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sleuth.agent.calls import execute
-from sleuth.hosts.container import ContainerHost
+from sleuth.hosts.container.host import ContainerHost
 from sleuth.tools.context import ToolContext
 from tests.container_support import (
     ONLY_HERE,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sleuth.agent.calls import execute
-from sleuth.hosts.container import ContainerHost
+from sleuth.hosts.container.host import ContainerHost
 from sleuth.tools.context import ToolContext
 from tests.container_support import box_context, need_podman, via_host
 from tests.containers import Containers

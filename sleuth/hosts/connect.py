@@ -15,7 +15,7 @@ def open_host(settings: Settings, name: str, *, accept_new_host_key: bool = Fals
         return LocalHost(LOCAL)
     config = settings.hosts.get(name)
     if config is not None and config.via is not None:
-        from sleuth.hosts.container import ContainerHost
+        from sleuth.hosts.container.host import ContainerHost
 
         via = open_host(settings, config.via, accept_new_host_key=accept_new_host_key)
         return ContainerHost(name, via, config)

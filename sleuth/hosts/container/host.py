@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 from pydantic import BaseModel
 
 from sleuth.config import HostConfig
-from sleuth.config.containers import RUNTIMES, Runtime
 from sleuth.errors import ErrorKind, HostError
+from sleuth.hosts.container.discover import find_runtime
 from sleuth.hosts.container.pipes import LocalLink
 from sleuth.hosts.container.records import image_facts, merged_log
 from sleuth.hosts.container.target import Target
@@ -77,25 +77,10 @@ class ContainerHost:
         sleuth.toml names none."""
         with self._lock:
             if self._target is None:
-                runtime = self.config.runtime or self._find_runtime()
+                wanted = f"[hosts.{self.name}]"
+                runtime = self.config.runtime or find_runtime(self.via, wanted)
                 self._target = Target.of(self.config, runtime)
             return self._target
-
-    def _find_runtime(self) -> Runtime:
-        for runtime in RUNTIMES[:3]:
-            try:
-                done = self.via.run([runtime, "--version"], timeout=IO_TIMEOUT_S, max_bytes=4096)
-            except HostError as exc:
-                if exc.kind is ErrorKind.COMMAND_NOT_FOUND:
-                    continue
-                raise
-            if done.exit_code == 0:
-                return runtime
-        raise HostError(
-            f"host {self.name!r}: none of docker, podman or nerdctl runs on via host "
-            f"{self.via.name!r}; install one there, or set `runtime` under [hosts.{self.name}]",
-            ErrorKind.COMMAND_NOT_FOUND,
-        )
 
     @property
     def programs(self) -> HostPrograms:

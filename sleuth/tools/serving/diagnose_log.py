@@ -11,7 +11,6 @@ import re
 
 from pydantic import Field, model_validator
 
-from sleuth.hosts.container import ContainerHost
 from sleuth.hosts.host import HostError
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
@@ -107,6 +106,8 @@ def _read_file(host: SandboxedHost, asked: str) -> tuple[str, str, list[list[str
 def _read_container(
     host: SandboxedHost, lines: int, previous: bool
 ) -> tuple[str, str, list[list[str]]]:
+    from sleuth.hosts.container.host import ContainerHost  # paramiko: only for a container
+
     box = host.host
     if not isinstance(box, ContainerHost):
         raise ToolError(
