@@ -292,6 +292,9 @@ def _parse(path: Path) -> Settings:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    groups: dict[str, Any] = raw["groups"] if isinstance(raw.get("groups"), dict) else {}
+    inventory = groups.pop("from_inventory", None)
+    inventory_roots = groups.pop("from_inventory_roots", [])
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as exc:
@@ -301,6 +304,11 @@ def _parse(path: Path) -> Settings:
         where = f"{path}:{line}" if line else str(path)
         raise ConfigError(f"{where}: key `{'.'.join(keys)}`: {first['msg']}") from exc
     settings.source = str(path)
+    if inventory is not None:
+        from sleuth.config.inventory_hosts import add_inventory
+
+        line = locate_key(text, ["groups", "from_inventory"])
+        add_inventory(settings, path.parent, inventory, inventory_roots, f"{path}:{line}")
     for name, host in settings.hosts.items():
         if name != LOCAL and not host.ssh and host.via is None:
             line = locate_key(text, ["hosts", name])
