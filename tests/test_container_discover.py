@@ -121,3 +121,24 @@ def test_the_printed_lines_make_the_engine_a_working_host(gpu_box: GpuBox, tmp_p
     assert listed.returncode == 0, listed.stderr + listed.stdout
     names = {e["name"] for e in json.loads(listed.stdout)["data"]["entries"]}
     assert "config.json" in names
+
+
+def test_a_group_of_container_hosts_is_one_fleet_question(gpu_box: GpuBox, tmp_path: Path) -> None:
+    """ "Do all these containers run the same sglang?": python_env over a group of two container
+    hosts answers per container, grouped by answer: the engine has sglang, the sidecar none."""
+    boxes = "".join(
+        f'[hosts.box-{name}]\nvia = "gpu1"\ncontainer = "{name}"\nruntime = "podman"\n'
+        f'roots = ["{SITE}"]\n\n'
+        for name in ("sglang-0", "sidecar")
+    )
+    write_config(tmp_path, gpu_box, boxes + '[groups]\nboxes = ["box-*"]\n')
+    args = ["tool", "python_env", "--hosts", "boxes", "--json", "--no-sign"]
+    done = sleuth([*args, "--transcripts", "tr"], tmp_path, gpu_box.sshd.home)
+    assert done.returncode == 0, done.stderr + done.stdout
+    answers = {}
+    for group in json.loads(done.stdout)["data"]["groups"]:
+        assert group["verdict"] not in ("failed", "unreachable"), group
+        sglang = next(p for p in group["data"]["packages"] if p["name"] == "sglang")
+        for host in group["hosts"]:
+            answers[host] = sglang["version"] if sglang["installed"] else None
+    assert answers == {"box-sglang-0": "0.5.4.post9", "box-sidecar": None}
