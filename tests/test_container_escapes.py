@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from sleuth.agent.calls import execute
+from sleuth.errors import HostError
 from sleuth.hosts.container.host import ContainerHost
 from sleuth.tools.context import ToolContext
 from tests.container_support import ONLY_HERE, WORKSPACE, box_context, need_podman, via_host
-from tests.containers import Containers
+from tests.containers import Containers, podman
 from tests.sshd import SSHServer
 from tests.test_resident import CANARY, RACED, READS, racing_tree
 
@@ -91,3 +92,30 @@ def test_a_container_without_python_is_read_with_posix_tools(bare_box: ToolConte
     assert not out.ok and "outside the roots" in str(out.error)
     env = execute(bare_box, "python_env", {"host": "box"})
     assert not env.ok and "python3 is not available" in str(env.error), env.error
+
+
+def test_a_container_replaced_under_its_name_is_never_read_as_the_first(tmp_path: Path) -> None:
+    """The session pins the container's id: a new container given the same name mid-session
+    is reported, and its files never come back under the record of the first."""
+    rootfs = need_podman()
+    with Containers() as boxes:
+        name = boxes.run(rootfs, ["sleep", "infinity"])
+        boxes.exec(name, ["sh", "-c", f"mkdir -p {WORKSPACE} && echo first > {WORKSPACE}/who"])
+        ctx = box_context(name, via_host("local", None, tmp_path), roots=[WORKSPACE])
+        try:
+            first = execute(ctx, "read_lines", {"host": "box", "path": f"{WORKSPACE}/who"})
+            assert first.ok and "first" in first.output
+            podman("rm", "--force", "--time=0", name)
+            boxes.run(rootfs, ["sleep", "infinity"], name=name)
+            boxes.exec(name, ["sh", "-c", f"mkdir -p {WORKSPACE} && echo second > {WORKSPACE}/who"])
+            for tool in ("read_lines", "grep"):
+                args = {"path": f"{WORKSPACE}/who", **({"pattern": "."} if tool == "grep" else {})}
+                later = execute(ctx, tool, {"host": "box", **args})
+                assert "second" not in later.output + str(later.error) + json.dumps(later.data)
+                assert not later.ok, later.output
+            host = ctx.host("box").host
+            assert isinstance(host, ContainerHost)
+            with pytest.raises(HostError, match="replaced or removed"):
+                host.facts()
+        finally:
+            ctx.close()

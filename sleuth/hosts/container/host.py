@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 CANNOT_RUN = (126, 127)
 """A runtime's exec exit status for a command it could not find or start in the container."""
+RUNTIME_FAILED = 125
+"""docker's, podman's and nerdctl's exit status when the exec itself failed (no such
+container, not running), as against the command's own."""
 IO_TIMEOUT_S = 20.0
 
 
@@ -79,8 +82,25 @@ class ContainerHost:
             if self._target is None:
                 wanted = f"[hosts.{self.name}]"
                 runtime = self.config.runtime or find_runtime(self.via, wanted)
-                self._target = Target.of(self.config, runtime)
+                target = Target.of(self.config, runtime)
+                if runtime != "kubectl":
+                    seen = image_facts(target, self._inspect(target))
+                    target = target.model_copy(update={"pinned": seen["container_id"] or None})
+                self._target = target
             return self._target
+
+    def _inspect(self, target: Target) -> Any:
+        done = self.via.run(target.inspect_argv(), timeout=IO_TIMEOUT_S, max_bytes=8 << 20)
+        if done.exit_code != 0:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            again = " (it was replaced or removed since this session first saw it)"
+            raise HostError(
+                f"{target.label} on via host {self.via.name!r} cannot be inspected"
+                + (again if target.pinned else "")
+                + (f": {said[-1]}" if said else ""),
+                ErrorKind.NOT_FOUND,
+            )
+        return json.loads(done.stdout)
 
     @property
     def programs(self) -> HostPrograms:
@@ -112,6 +132,16 @@ class ContainerHost:
                     ErrorKind.COMMAND_NOT_FOUND,
                 ) from exc
             raise
+        target = self.target
+        if done.exit_code == RUNTIME_FAILED and target.runtime != "kubectl" and not done.stdout:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            raise HostError(
+                f"{wrapped[0]} could not run {argv[0]} in {target.label} of host {self.name!r} "
+                f"(exit 125: {said[-1] if said else 'no message'}). Is it still running, and "
+                f"the one this session first saw? `sleuth hosts --discover {self.via.name}` "
+                "lists what runs there",
+                ErrorKind.HOST,
+            )
         if done.exit_code in CANNOT_RUN and not done.stdout:
             said = done.stderr.decode(errors="replace").strip().splitlines()
             raise HostError(
@@ -198,16 +228,7 @@ class ContainerHost:
             pod=f"{target.namespace}/{target.pod}" if target.pod else "",
             context=target.context or "",
         )
-        done = self.via.run(target.inspect_argv(), timeout=IO_TIMEOUT_S, max_bytes=8 << 20)
-        if done.exit_code != 0:
-            said = done.stderr.decode(errors="replace").strip().splitlines()
-            raise HostError(
-                f"{target.label} on via host {self.via.name!r} cannot be inspected"
-                + (f": {said[-1]}" if said else ""),
-                ErrorKind.NOT_FOUND,
-            )
-        record = json.loads(done.stdout)
-        return facts.model_copy(update=image_facts(target, record))
+        return facts.model_copy(update=image_facts(target, self._inspect(target)))
 
     def describe(self) -> HostFacts:
         facts = self.facts()

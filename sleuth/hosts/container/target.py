@@ -34,6 +34,10 @@ class Target(BaseModel):
     namespace: str | None = None
     pod: str | None = None
     context: str | None = None
+    pinned: str | None = None
+    """The container's id once Sleuth has seen it (docker, podman, nerdctl): every command
+    names the id, so a container replaced under the same name mid-session is an error, never
+    a different container read under the record of the first."""
 
     @staticmethod
     def of(config: HostConfig, runtime: Runtime) -> Target:
@@ -73,8 +77,7 @@ class Target(BaseModel):
         if self.runtime == "kubectl":
             assert self.pod is not None
             return [*self._kubectl("exec"), *interactive, self.pod, "--", *argv]
-        assert self.container is not None
-        return [self.runtime, "exec", *interactive, "--", self.container, *argv]
+        return [self.runtime, "exec", *interactive, "--", self._name, *argv]
 
     def logs_argv(self, tail: int, *, previous: bool = False) -> list[str]:
         """The container's log, its last `tail` lines, each after its timestamp (so what the
@@ -85,9 +88,8 @@ class Target(BaseModel):
             before = ["--previous"] if previous else []
             head = [*self._kubectl("logs"), f"--tail={tail}", "--timestamps", *before]
             return [*head, "--", self.pod]
-        assert self.container is not None
         head = [self.runtime, "logs", "--tail", str(tail), "--timestamps"]
-        return [*head, "--", self.container]
+        return [*head, "--", self._name]
 
     def inspect_argv(self) -> list[str]:
         """The container's (or pod's) record as JSON."""
@@ -104,5 +106,10 @@ class Target(BaseModel):
                 "--",
                 self.pod,
             ]
-        assert self.container is not None
-        return [self.runtime, "inspect", "--type", "container", "--", self.container]
+        return [self.runtime, "inspect", "--type", "container", "--", self._name]
+
+    @property
+    def _name(self) -> str:
+        name = self.pinned or self.container
+        assert name is not None, "checked when sleuth.toml was read"
+        return name
