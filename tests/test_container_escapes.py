@@ -92,6 +92,8 @@ def test_a_container_without_python_is_read_with_posix_tools(bare_box: ToolConte
     assert not out.ok and "outside the roots" in str(out.error)
     env = execute(bare_box, "python_env", {"host": "box"})
     assert not env.ok and "python3 is not available" in str(env.error), env.error
+    assert "python3: command not found in container podman:" in str(env.error)
+    assert "the file tools (read_lines, grep" in str(env.error)  # and what still works
 
 
 def test_a_container_replaced_under_its_name_is_never_read_as_the_first(tmp_path: Path) -> None:

@@ -145,8 +145,10 @@ class ContainerHost:
         if done.exit_code in CANNOT_RUN and not done.stdout:
             said = done.stderr.decode(errors="replace").strip().splitlines()
             raise HostError(
-                f"{argv[0]}: command not found in container {self.target.label} of host "
-                f"{self.name!r}" + (f" ({said[-1]})" if said else ""),
+                f"{argv[0]}: command not found in container {target.label} of host "
+                f"{self.name!r}" + (f" ({said[-1]})" if said else "") + "; the file tools "
+                "(read_lines, grep, list_dir, read_json, safetensors_header) still read it "
+                "with POSIX tools",
                 ErrorKind.COMMAND_NOT_FOUND,
             )
         return done.model_copy(update={"argv": list(argv)})
