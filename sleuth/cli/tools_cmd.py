@@ -295,7 +295,7 @@ def _print_hosts(rows: list[dict[str, Any]], check: bool, source: str | None) ->
 def _check_cell(r: dict[str, Any]) -> str:
     if not r.get("ok"):
         return f"[red]{escape(r.get('error', 'failed'))}[/]"
-    who = f"{r['user']}@{r['address']}" if r.get("address") else "this machine"
+    who = "@".join(p for p in (r.get("user"), r.get("address")) if p) or "this machine"
     lines = [f"[green]ok[/] {r['latency_ms']} ms {escape(who)}"]
     if r.get("call_mode"):
         lines.append(escape(f"file tools: {r['call_mode']}"))
