@@ -119,3 +119,49 @@ def test_kubectl_pods_are_read_into_one_record_per_container() -> None:
         "[hosts.serving-decode-0]", 'via = "gpu1"', 'runtime = "kubectl"',
         'pod = "serving/decode-0"', 'container = "engine"',
     ]  # fmt: skip
+
+
+def test_the_real_kubectl_accepts_every_command_line_sleuth_builds(tmp_path: Path) -> None:
+    """No cluster here: the kubeconfig points at a closed port on 127.0.0.1, so kubectl parses
+    each command line and then fails to connect. A flag it did not know would fail first
+    ("unknown flag"), before any connection."""
+    import shutil
+    import socket
+    import subprocess
+
+    from sleuth.hosts.container.discover import LIST_TIMEOUT_S
+
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed (not part of the Test command's packages)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends
+    (tmp_path / "kubeconfig").write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: prod\n"
+        f"clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n"
+        "contexts:\n- name: prod\n  context:\n    cluster: c\n    user: u\n"
+        "users:\n- name: u\n  user: {}\n"
+    )
+    pod = Target.of(
+        HostConfig(
+            via="local", runtime="kubectl", pod="serving/decode-0", container="engine",
+            context="prod",
+        ),
+        "kubectl",
+    )  # fmt: skip
+    lines = [
+        pod.exec_argv(["python3", "-I", "-S", "-c", "pass", "serve"], stdin=True),
+        pod.exec_argv(["cat", "/etc/hostname"], stdin=False),
+        pod.logs_argv(200, previous=True),
+        pod.inspect_argv(),
+        ["kubectl", "get", "pods", "--namespace=serving", "--output=json", "--selector=app=x"],
+    ]
+    env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "kubeconfig"),
+           "HOME": str(tmp_path)}  # fmt: skip
+    for argv in lines:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, env=env, timeout=LIST_TIMEOUT_S, check=False
+        )
+        assert done.returncode != 0
+        assert "unknown flag" not in done.stderr and "Usage" not in done.stderr, argv
+        assert f"127.0.0.1:{port}" in done.stderr, (argv, done.stderr[-500:])
