@@ -165,3 +165,74 @@ def test_the_real_kubectl_accepts_every_command_line_sleuth_builds(tmp_path: Pat
         assert done.returncode != 0
         assert "unknown flag" not in done.stderr and "Usage" not in done.stderr, argv
         assert f"127.0.0.1:{port}" in done.stderr, (argv, done.stderr[-500:])
+
+
+@pytest.mark.parametrize(
+    ("group", "message"),
+    [
+        ('pods = "serving/app=sglang"', r"needs `via`"),
+        ('pods = "serving/app=sglang"\nvia = "gpu1"\nhosts = ["gpu1"]', r"not both"),
+        ('pods = "serving/app sglang"\nvia = "gpu1"', r"not NAMESPACE/SELECTOR"),
+        ('pods = "Serving/app=sglang"\nvia = "gpu1"', r"not NAMESPACE/SELECTOR"),
+        ('pods = "s/app=x"\nvia = "gpu1"\ncontainer = "Engine"', r"not a Kubernetes container"),
+        ('pods = "s/app=x"\nvia = "elsewhere"', r"via 'elsewhere' is not a host"),
+        ('hosts = ["gpu1"]\ncontainer = "engine"', r"is for a group of pods"),
+    ],
+)
+def test_a_group_of_pods_that_cannot_mean_what_it_says_is_refused(
+    tmp_path: Path, group: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(tmp_path, "[groups.decode]\n" + group + "\n")
+
+
+def test_a_group_of_pods_makes_one_kubectl_host_per_pod() -> None:
+    from sleuth.config import GroupConfig
+    from sleuth.hosts.container.discover import ContainerRecord
+    from sleuth.hosts.container.pods import hosts_of
+
+    group = GroupConfig(pods="serving/app=sglang", via="gpu1", container="engine", roots=["/m"])
+    records = [
+        ContainerRecord(name=c, runtime="kubectl", pod=f"serving/{pod}")
+        for pod, c in [("decode-0", "engine"), ("decode-0", "proxy"), ("decode-1", "engine")]
+    ]
+    made = hosts_of(records, group)
+    assert list(made) == ["decode-0", "decode-1"]
+    assert made["decode-1"].model_dump(include={"via", "runtime", "pod", "container", "roots"}) == {
+        "via": "gpu1", "runtime": "kubectl", "pod": "serving/decode-1", "container": "engine",
+        "roots": ["/m"],
+    }  # fmt: skip
+
+
+def test_a_group_of_pods_is_listed_by_the_real_kubectl_when_a_run_starts(tmp_path: Path) -> None:
+    """No cluster: kubectl on the via host (this machine) is asked for the pods when the run
+    chooses its hosts, and its failure stops the run with the group and kubectl's reason."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed (not part of the Test command's packages)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (tmp_path / "kubeconfig").write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\n"
+        "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n"
+        "users:\n- name: u\n  user: {}\n"
+    )
+    (tmp_path / "sleuth.toml").write_text(
+        '[groups.decode]\npods = "serving/app=sglang"\nvia = "local"\nroots = ["/m"]\n'
+    )
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "kubeconfig"), "COLUMNS": "300"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sleuth.cli", "tool", "python_env", "--hosts", "decode"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, said
+    assert "group 'decode': kubectl on 'local' could not list pods 'serving/app=sglang'" in said
+    assert f"127.0.0.1:{port}" in said

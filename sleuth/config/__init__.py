@@ -59,7 +59,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sleuth.config.containers import MUTATING_REFUSED, Runtime, container_problem
+from sleuth.config.containers import (
+    Runtime,
+    pods_problem,
+    reach_problem,
+)
 
 CONFIG_NAME = "sleuth.toml"
 _ENV_RULE = re.compile(r"[A-Z_][A-Z0-9_]*\*?|\*")
@@ -132,9 +136,15 @@ class GroupConfig(_Strict):
     tool on all of them at once (a fleet call). `decode = ["gpu-d*"]` is short for
     `[groups.decode] hosts = ["gpu-d*"]`."""
 
-    hosts: list[str] = Field(min_length=1)
+    hosts: list[str] = Field(default_factory=list)
     """Host names and glob patterns (`gpu-d*`, `node-[0-7]`) over the hosts of [hosts] and the
     aliases of ~/.ssh/config."""
+    pods: str | None = None
+    """Instead of `hosts`: `NAMESPACE/SELECTOR` (`serving/app=sglang`), one host per pod,
+    listed by kubectl on `via` when a run starts (`containers.py`)."""
+    via: str | None = None
+    container: str | None = None
+    context: str | None = None
     roots: list[str] = Field(default_factory=list)
     """Roots of the members known only from ~/.ssh/config; a member with its own [hosts.NAME]
     keeps its own."""
@@ -348,36 +358,15 @@ def group_problem(
         return [], f"a host is named `{name}` too; `--hosts {name}` would mean either: rename one"
     if bad := [root for root in group.roots if not os.path.isabs(root)]:
         return ["roots"], f"root {bad[0]!r} must be absolute"
+    if not group.hosts and group.pods is None:
+        return ["hosts"], f"groups.{name}.hosts is empty: give host names and patterns, or `pods`"
+    if found := pods_problem(group.hosts, group.pods, group.via, group.container, group.context):
+        return [found[0]], found[1]
+    if group.via is not None and group.via not in (*settings.hosts, LOCAL):
+        return ["via"], f"via {group.via!r} is not a host in [hosts] (nor `local`)"
     if problem := rules_problem(group.approve):
         key, why = problem
         return ["approve", key], why
-    return None
-
-
-def reach_problem(
-    name: str, host: HostConfig, hosts: dict[str, HostConfig]
-) -> tuple[list[str], str] | None:
-    """How a host is reached, when that cannot work: the key and why; or None."""
-    if name == LOCAL:
-        return None
-    if host.via is None:
-        if host.container or host.runtime or host.pod or host.context:
-            return ["via"], "a container or pod host needs `via`: the host that runs its runtime"
-        return None
-    if host.ssh:
-        return ["ssh"], "a container host is reached through `via`; drop `ssh`"
-    via = hosts.get(host.via)
-    if via is None and host.via != LOCAL:
-        return ["via"], f"via {host.via!r} is not a host in [hosts] (nor `local`)"
-    if via is not None and via.via is not None:
-        return ["via"], f"via {host.via!r} is itself a container; name the host that runs it"
-    if refused := [tool for tool in host.allow if tool in MUTATING_REFUSED]:
-        return ["allow"], (
-            f"{refused[0]} is never allowed on a container or pod host: Sleuth does not "
-            "restart someone else's container or pod"
-        )
-    if found := container_problem(host.runtime, host.container, host.pod, host.context):
-        return [found[0]], found[1]
     return None
 
 

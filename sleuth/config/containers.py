@@ -20,7 +20,10 @@ context = "prod"              # optional
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from sleuth.config import HostConfig
 
 Runtime = Literal["docker", "podman", "nerdctl", "kubectl"]
 RUNTIMES: tuple[Runtime, ...] = ("docker", "podman", "nerdctl", "kubectl")
@@ -85,4 +88,54 @@ def container_problem(
             f"container {container!r} is not a container name or id (letters, digits, `_`, "
             "`.` and `-`, starting with a letter or digit)"
         )
+    return None
+
+
+def pods_problem(
+    hosts: list[str], pods: str | None, via: str | None, container: str | None, context: str | None
+) -> tuple[str, str] | None:
+    """The key of a group that cannot mean what it says about its members, and why; or None.
+    A group lists `hosts`, or selects `pods` through kubectl on `via`."""
+    if pods is None:
+        if via or container or context:
+            key = "via" if via else "container" if container else "context"
+            return key, f'`{key}` is for a group of pods: set `pods = "NAMESPACE/SELECTOR"`'
+        return None
+    if hosts:
+        return "pods", "a group lists `hosts` or selects `pods`, not both"
+    if split_selector(pods) is None:
+        return "pods", (
+            f'pods {pods!r} is not NAMESPACE/SELECTOR, e.g. "serving/app=sglang,role=decode"'
+        )
+    if via is None:
+        return "via", "a group of pods needs `via`: the host whose kubectl lists them"
+    return container_problem("kubectl", container, f"{pods.partition('/')[0]}/x", context)
+
+
+def reach_problem(
+    name: str, host: HostConfig, hosts: dict[str, HostConfig]
+) -> tuple[list[str], str] | None:
+    """How a host is reached, when that cannot work: the key and why; or None."""
+    from sleuth.config import LOCAL
+
+    if name == LOCAL:
+        return None
+    if host.via is None:
+        if host.container or host.runtime or host.pod or host.context:
+            return ["via"], "a container or pod host needs `via`: the host that runs its runtime"
+        return None
+    if host.ssh:
+        return ["ssh"], "a container host is reached through `via`; drop `ssh`"
+    via = hosts.get(host.via)
+    if via is None and host.via != LOCAL:
+        return ["via"], f"via {host.via!r} is not a host in [hosts] (nor `local`)"
+    if via is not None and via.via is not None:
+        return ["via"], f"via {host.via!r} is itself a container; name the host that runs it"
+    if refused := [tool for tool in host.allow if tool in MUTATING_REFUSED]:
+        return ["allow"], (
+            f"{refused[0]} is never allowed on a container or pod host: Sleuth does not "
+            "restart someone else's container or pod"
+        )
+    if found := container_problem(host.runtime, host.container, host.pod, host.context):
+        return [found[0]], found[1]
     return None

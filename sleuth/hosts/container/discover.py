@@ -117,9 +117,12 @@ def discover(host: Runner, runtime: Runtime) -> list[ContainerRecord]:
     return sorted(found, key=lambda r: r.name)
 
 
-def discover_pods(host: Runner, namespace: str, selector: str | None) -> list[ContainerRecord]:
+def discover_pods(
+    host: Runner, namespace: str, selector: str | None, context: str | None = None
+) -> list[ContainerRecord]:
     """The containers of a namespace's pods (those `selector` picks), as kubectl reports."""
-    argv = ["kubectl", "get", "pods", f"--namespace={namespace}", "--output=json"]
+    head = ["kubectl", *([f"--context={context}"] if context else [])]
+    argv = [*head, "get", "pods", f"--namespace={namespace}", "--output=json"]
     argv += [f"--selector={selector}"] if selector else []
     return pod_records(json.loads(_run(host, argv).stdout))
 
