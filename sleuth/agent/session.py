@@ -106,7 +106,10 @@ def _describe(ctx: ToolContext, name: str) -> HostInfo:
         info.address = f"unreachable: {exc}"
         return info
     info.call_mode = facts.call_mode
-    if facts.address:  # this machine has none, and keeps its name
+    info.container = dict(facts.container)
+    if facts.container:
+        info.address = facts.address
+    elif facts.address:  # this machine has none, and keeps its name
         info.address = f"{facts.user}@{facts.address}"
         info.fingerprint = facts.host_key_fingerprint
     info.real_roots = sandbox.roots_as_resolved()

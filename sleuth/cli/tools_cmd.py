@@ -167,24 +167,55 @@ def list_tools(*, opts: SharedOptions) -> None:
     console.print(table)
 
 
-@shared_options("accept_new_host_key", "as_json", "config")
+@shared_options("accept_new_host_key", "as_json", "config", "transcripts", "no_sign")
 def show_hosts(
     check: Annotated[
         bool, typer.Option("--check", help="Connect and report latency and roots.")
     ] = False,
+    discover: Annotated[
+        str | None,
+        typer.Option(
+            "--discover",
+            metavar="HOST",
+            help="List the containers on HOST (list_containers, recorded), mark the inference "
+            "engines and print the sleuth.toml lines that make each a host.",
+        ),
+    ] = None,
+    runtime: Annotated[
+        str | None,
+        typer.Option(
+            "--runtime",
+            help="With --discover: docker, podman, nerdctl (default: the first "
+            "that answers) or kubectl (with --namespace).",
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="With --runtime kubectl: the namespace.")
+    ] = None,
+    selector: Annotated[
+        str | None, typer.Option("--selector", help="With kubectl: a label selector.")
+    ] = None,
     *,
     opts: SharedOptions,
 ) -> None:
-    """Show the configured hosts; with --check, connect to each one.
+    """Show the configured hosts; with --check, connect to each one; with --discover HOST,
+    list the containers HOST runs.
 
     Example: sleuth hosts --check
+    Example: sleuth hosts --discover gpu1
     """
+    if discover is not None:
+        asked = {"runtime": runtime, "namespace": namespace, "selector": selector}
+        _discover({"host": discover, **{k: v for k, v in asked.items() if v}}, opts)
+        return
     settings = opts.settings()
     rows: list[dict[str, Any]] = []
     for name, host_cfg in settings.hosts.items():
         row: dict[str, Any] = {
             "name": name,
-            "ssh": host_cfg.ssh or "(this machine)",
+            "ssh": host_cfg.ssh
+            or (f"via {host_cfg.via}: {host_cfg.pod or host_cfg.container}" if host_cfg.via else "")
+            or "(this machine)",
             "roots": host_cfg.roots,
             "allow": host_cfg.allow,
         }
@@ -197,6 +228,26 @@ def show_hosts(
         _print_hosts(rows, check, settings.source)
     if check and any(not r.get("ok") for r in rows):
         raise typer.Exit(EXIT_ERROR)
+
+
+def _discover(inputs: dict[str, Any], opts: SharedOptions) -> None:
+    """list_containers on a host as a person's call: recorded like `sleuth tool`."""
+    from sleuth.cli.host_context import person_call
+
+    settings = opts.settings()
+    seal = opts.seal(settings, quiet=True)
+    ctx = opts.open_hosts(settings, [inputs["host"]])
+    result, transcript = person_call(ctx, "list_containers", inputs, opts.transcripts, seal)
+    if opts.as_json:
+        print_json(result.model_dump(mode="json"))
+    elif result.ok:
+        console.print(escape(result.output), highlight=False, soft_wrap=True)
+        console.print(f"[dim]Transcript: {escape(str(transcript))}[/]", soft_wrap=True)
+    else:
+        console.print(f"[bold red]discovery failed:[/] {escape(result.error or '')}")
+    if not result.ok:
+        usage = result.error_kind is ErrorKind.INVALID_INPUT
+        raise typer.Exit(EXIT_USAGE if usage else EXIT_ERROR)
 
 
 def _check_host(settings: Settings, name: str, accept_new_host_key: bool) -> dict[str, Any]:
@@ -244,7 +295,7 @@ def _print_hosts(rows: list[dict[str, Any]], check: bool, source: str | None) ->
 def _check_cell(r: dict[str, Any]) -> str:
     if not r.get("ok"):
         return f"[red]{escape(r.get('error', 'failed'))}[/]"
-    who = f"{r['user']}@{r['address']}" if r.get("address") else "this machine"
+    who = "@".join(p for p in (r.get("user"), r.get("address")) if p) or "this machine"
     lines = [f"[green]ok[/] {r['latency_ms']} ms {escape(who)}"]
     if r.get("call_mode"):
         lines.append(escape(f"file tools: {r['call_mode']}"))

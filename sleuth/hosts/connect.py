@@ -14,6 +14,11 @@ def open_host(settings: Settings, name: str, *, accept_new_host_key: bool = Fals
     if name == LOCAL:
         return LocalHost(LOCAL)
     config = settings.hosts.get(name)
+    if config is not None and config.via is not None:
+        from sleuth.hosts.container.host import ContainerHost
+
+        via = open_host(settings, config.via, accept_new_host_key=accept_new_host_key)
+        return ContainerHost(name, via, config)
     if config is None or config.ssh is None:
         known = ", ".join(sorted(settings.hosts))
         where = settings.source or "sleuth.toml"

@@ -21,7 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sleuth.config import ALL_HOSTS, LOCAL, ApprovalRules, ConfigError, HostConfig, Settings
+from sleuth.config import (
+    ALL_HOSTS,
+    LOCAL,
+    ApprovalRules,
+    ConfigError,
+    GroupConfig,
+    HostConfig,
+    Settings,
+)
 
 SSH_CONFIG = Path("~/.ssh/config")
 _GLOB = frozenset("*?[")
@@ -84,6 +92,8 @@ class _Resolver:
             a for a in aliases if a not in settings.hosts
         ]
         self.made: dict[str, HostConfig] = {}
+        self.pod_members: dict[str, list[str]] = {}
+        """Each group of pods as kubectl listed it when this run chose its hosts."""
         """Hosts only ~/.ssh/config knows, configured from the first group that names them."""
 
     def spec(self, spec: str) -> list[str]:
@@ -109,6 +119,8 @@ class _Resolver:
 
     def group(self, name: str, strict: bool) -> list[str]:
         config = self.settings.groups[name]
+        if config.pods is not None:
+            return self.pods(name, config) if strict else list(self.pod_members.get(name, []))
         found: list[str] = []
         for pattern in config.hosts:
             if _GLOB & set(pattern):
@@ -132,6 +144,22 @@ class _Resolver:
                 f"or as [hosts.NAME] tables"
             )
         return list(dict.fromkeys(found))
+
+    def pods(self, name: str, config: GroupConfig) -> list[str]:
+        """A group of pods: kubectl on its via host lists them now, one host per pod."""
+        from sleuth.hosts.container.pods import pod_hosts  # opens the via host
+
+        if name not in self.pod_members:
+            made = pod_hosts(self.settings, name, config)
+            clash = [pod for pod in made if pod in self.settings.hosts]
+            if clash:
+                raise ConfigError(
+                    f"group {name!r}: pod {clash[0]!r} has the name of a host in "
+                    f"{self._where()}; rename that host"
+                )
+            self.made.update(made)
+            self.pod_members[name] = list(made)
+        return list(self.pod_members[name])
 
     def matching(self, pattern: str, what: str) -> list[str]:
         found = [h for h in self.known if fnmatch.fnmatchcase(h, pattern)]

@@ -92,6 +92,11 @@ class HostFacts(BaseModel):
         "POSIX tools, or this machine.",
     )
     warnings: list[str] = Field(default_factory=list)
+    container: dict[str, str] = Field(
+        default_factory=dict,
+        description="A container or pod host: via host, runtime, container or pod, image "
+        "and its digest (`container/host.py`, ContainerFacts).",
+    )
 
 
 class RunOptions(TypedDict):

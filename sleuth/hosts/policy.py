@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sleuth.config import HostConfig, Limits
+from sleuth.config.containers import MUTATING_REFUSED
 from sleuth.errors import ErrorKind, ToolError
 from sleuth.hosts.host import Host, HostError, RunResult
 from sleuth.hosts.program import SECRET_RUNNER, program, with_secrets
@@ -204,6 +205,12 @@ class SandboxedHost:
         )
 
     def check_allowed(self, tool: str) -> None:
+        if self.config.via is not None and tool in MUTATING_REFUSED:
+            raise PolicyError(
+                f"{tool} is refused on host {self.name!r}: it is a container or pod reached "
+                f"through {self.config.via!r}, and Sleuth does not start, stop or restart "
+                "someone else's container or pod. Ask its owner, or use its runtime yourself"
+            )
         if tool not in self.config.allow:
             allow = [*self.config.allow, tool]
             raise PolicyError(

@@ -45,6 +45,7 @@ TOOL_MODULES = (
     "sleuth.tools.checkpoints.checkpoint_summary",
     "sleuth.tools.environment.python_env",
     "sleuth.tools.environment.gpu_info",
+    "sleuth.tools.environment.list_containers",
     "sleuth.tools.capacity.capacity_plan",
     "sleuth.tools.serving.launch",
     "sleuth.tools.serving.status",

@@ -54,6 +54,10 @@ class HostInfo(BaseModel):
     real_roots: list[str] = Field(default_factory=list)
     """The roots as the host resolved them at the start ([] when it could not be reached).
     A fleet call masks these, the roots, the name and the alias in its comparison."""
+    container: dict[str, str] = Field(default_factory=dict)
+    """A container or pod host: what every call of the session read, as the runtime reported
+    it at the start: via host, runtime, container or pod, container id, image, its id and
+    digest, state. Empty for other hosts."""
 
 
 class ToolSpec(BaseModel):

@@ -123,6 +123,7 @@ GOOD_PATHS = ["a.txt", "config.json", "sub", "sub/b.py", ".", "ckpt", "ckpt/mode
 SAFE_PROGRAMS = ["echo", "/bin/echo", "printf", "true", "/usr/bin/env"]
 PYTHONISH = re.compile(r"(?:^|/)python[0-9.]*$")
 OWN_PROGRAMS = {"sed", "grep", "find", "nvidia-smi", "journalctl"}
+OWN_PROGRAMS |= {"docker", "podman", "nerdctl", "kubectl"}  # list_containers' fixed argv
 
 
 @dataclass

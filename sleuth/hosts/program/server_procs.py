@@ -66,4 +66,5 @@ def main() -> None:
     print(json.dumps({"processes": found}))
 
 
-main()
+if __name__ == "__main__":  # run as `python3 -`; imported, it only lends engine_of
+    main()

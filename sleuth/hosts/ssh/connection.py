@@ -16,6 +16,7 @@ result, reconnected = conn.call(lambda t: exec_argv(conn, t, ["uname", "-a"], 30
 
 from __future__ import annotations
 
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -199,6 +200,14 @@ class Connection:
             if transport.is_active() and time.monotonic() - started >= self.login.connect_timeout:
                 raise TimeoutError("no answer to a channel request") from exc
             raise
+
+    def open_program(self, transport: paramiko.Transport, argv: list[str]) -> paramiko.Channel:
+        """A session channel running `argv` (as a shell string: SSH carries one, each
+        argument quoted), reads timing out after `io_timeout`."""
+        channel = self.open_channel(transport)
+        channel.settimeout(self.io_timeout)
+        channel.exec_command("exec " + shlex.join(argv))
+        return channel
 
     def close(self) -> None:
         with self._lock:

@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import shlex
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import paramiko
 
 from sleuth.errors import ErrorKind, HostError
 from sleuth.hosts.host import CallMode, RunResult
 from sleuth.hosts.program.resident import BOOT, frame, read_frame
-from sleuth.hosts.ssh.connection import Connection
 from sleuth.hosts.wire import (
     MODULES,
     Answer,
@@ -55,6 +53,34 @@ STDERR_KEPT = 4096
 CHANNEL_ERRORS = (OSError, EOFError, paramiko.SSHException)
 Run = Callable[..., RunResult]
 """The host's `run`: the exec path's requests and the kill of a hung program go through it."""
+T = TypeVar("T")
+
+
+class Channel(Protocol):
+    """A started program's streams: an SSH session channel, or a local process's pipes."""
+
+    closed: bool
+    status_event: threading.Event
+
+    def sendall(self, data: bytes) -> None: ...
+    def recv(self, nbytes: int) -> bytes: ...
+    def recv_stderr(self, nbytes: int) -> bytes: ...
+    def exit_status_ready(self) -> bool: ...
+    def recv_exit_status(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class Link(Protocol):
+    """Where the program runs: an SSH connection (`Connection`), or this machine for a
+    container whose runtime runs here (`hosts/container/pipes.py`)."""
+
+    io_timeout: float
+    channels: threading.BoundedSemaphore
+
+    @property
+    def transport(self) -> Any: ...
+    def call(self, op: Callable[[Any], T], *, retry: bool = True) -> tuple[T, bool]: ...
+    def open_program(self, transport: Any, argv: list[str]) -> Channel: ...
 
 
 class _Waiter:
@@ -68,9 +94,13 @@ class _Waiter:
 class Resident:
     """Sleuth's program running on the host for the life of one session channel."""
 
-    def __init__(self, conn: Connection, run: Run, python: str, name: str) -> None:
+    def __init__(
+        self, conn: Link, run: Run, python: str, name: str, wrap: Sequence[str] = ()
+    ) -> None:
         self.conn, self.run, self.python, self.name = conn, run, python, name
-        self.channel: paramiko.Channel | None = None
+        self.wrap = list(wrap)
+        """The argv the program's own runs inside (a container runtime's `exec -i`)."""
+        self.channel: Channel | None = None
         self.pid = 0
         self.dead = ""
         """Why it is no longer usable, once it is not."""
@@ -84,7 +114,7 @@ class Resident:
 
     # -- starting --
 
-    def start(self, transport: paramiko.Transport) -> None:
+    def start(self, transport: Any) -> None:
         """Start the program on `transport` and check its hello; NoProgram when it cannot."""
         bundle = Bundle.of(MODULES)
         self.dead, self._buf, self._stderr = "", bytearray(), bytearray()
@@ -94,10 +124,8 @@ class Resident:
             )
         self._slot = True
         try:
-            channel = self.channel = self.conn.open_channel(transport)
-            channel.settimeout(self.conn.io_timeout)
-            python = shlex.quote(self.python)
-            channel.exec_command(f"exec {python} -I -S -c {shlex.quote(BOOT)} serve")
+            argv = [*self.wrap, self.python, "-I", "-S", "-c", BOOT, "serve"]
+            channel = self.channel = self.conn.open_program(transport, argv)
             threading.Thread(target=self._drain_stderr, daemon=True).start()
             try:
                 channel.sendall(bundle.stdin)
@@ -125,10 +153,10 @@ class Resident:
         self.pid = int(hello[0].get("pid") or 0)
         threading.Thread(target=self._read_answers, daemon=True).start()
 
-    def _start_failure(self, channel: paramiko.Channel) -> NoProgram:
+    def _start_failure(self, channel: Channel) -> NoProgram:
         channel.status_event.wait(2)
-        status = channel.exit_status if channel.exit_status_ready() else None
-        if status == 127:
+        status = channel.recv_exit_status() if channel.exit_status_ready() else None
+        if status in (126, 127):  # a runtime's exec says 126 where it cannot run it
             return NoProgram(f"{self.python} was not found on host {self.name!r}")
         said = self._stderr.decode(errors="replace").strip().splitlines()
         return NoProgram(
@@ -277,14 +305,18 @@ class Resident:
 class HostPrograms:
     """Sleuth's program on one SSH host, for every interpreter asked for."""
 
-    def __init__(self, conn: Connection, run: Run, name: str, calls: CallMode) -> None:
+    def __init__(
+        self, conn: Link, run: Run, name: str, calls: CallMode, wrap: Sequence[str] = ()
+    ) -> None:
         self.conn, self.run, self.name, self.calls = conn, run, name, calls
+        self.wrap = list(wrap)
+        """What every run of the program is wrapped in: a container runtime's `exec -i`."""
         self.starts = 0
         """Resident programs started, all connections together."""
         self.payload_bytes = 0
         """Bytes of answers' payloads (file bytes read, mostly), all programs together."""
         self._residents: dict[str, Resident] = {}
-        self._missing: dict[str, tuple[paramiko.Transport | None, NoProgram]] = {}
+        self._missing: dict[str, tuple[Any, NoProgram]] = {}
         self._starting: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
@@ -359,7 +391,7 @@ class HostPrograms:
             if current is not None and not current.dead:
                 return current, False
             self._check_missing(python)
-            resident = Resident(self.conn, self.run, python, self.name)
+            resident = Resident(self.conn, self.run, python, self.name, self.wrap)
             try:
                 _, fresh = self.conn.call(resident.start)
             except NoProgram as exc:
@@ -387,7 +419,7 @@ class HostPrograms:
         bundle = Bundle.of(tuple(m for m in MODULES if m in wanted))
         try:
             run = self.run(
-                [python, "-I", "-S", "-c", BOOT, "once"],
+                [*self.wrap, python, "-I", "-S", "-c", BOOT, "once"],
                 timeout=timeout + GRACE_S,
                 max_bytes=REPLY_CAP,
                 stdin=bundle.stdin + frame({**head, "id": 1}, payload),

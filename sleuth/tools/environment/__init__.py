@@ -1,1 +1,1 @@
-"""Environment tools: python_env and gpu_info."""
+"""Environment tools: python_env, gpu_info and list_containers."""

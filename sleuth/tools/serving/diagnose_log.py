@@ -1,17 +1,20 @@
 """diagnose_log: why did this server fail, for any server's log, whoever started it.
 
 Most failed servers were started by systemd, Kubernetes or a shell script, not by
-launch_server: this tool reads the end of a log file on a host (inside its roots) or the last
-lines of a systemd unit's journal, and diagnoses it like a failed launch. It only reads.
+launch_server: this tool reads the end of a log file on a host (inside its roots), the last
+lines of a systemd unit's journal, or a container's or pod's own log, and diagnoses it like a
+failed launch. It only reads.
 """
 
 from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from sleuth.hosts.host import HostError
+from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import cap_output
+from sleuth.tools.results import ToolError, cap_output
 from sleuth.tools.serving.diagnose import Diagnosis, diagnose, render
 from sleuth.tools.serving.diagnose_facts import Engine
 from sleuth.tools.serving.diagnose_lines import split_lines
@@ -28,6 +31,16 @@ class DiagnoseLogInput(ToolInput):
         description="systemd unit whose journal to read instead, e.g. vllm.service "
         "(needs journalctl on the host)",
     )
+    container_log: bool = Field(
+        False,
+        description="Read the log of the host's container or pod instead (`docker|podman|"
+        "nerdctl logs`, `kubectl logs`): the host must be a container or pod host",
+    )
+    previous: bool = Field(
+        False,
+        description="With container_log on a pod: the log of its container before the last "
+        "restart (`kubectl logs --previous`), where a crash loop keeps its failure",
+    )
     lines: int = Field(2000, ge=10, le=20000, description="How many last lines to read")
     engine: Engine | None = Field(
         None, description="vllm or sglang, to name its flags in the fix; guessed from the log"
@@ -35,8 +48,13 @@ class DiagnoseLogInput(ToolInput):
 
     @model_validator(mode="after")
     def _one_source(self) -> DiagnoseLogInput:
-        if (self.path is None) == (self.unit is None):
-            raise ValueError("give exactly one of path (a log file) or unit (a systemd unit)")
+        if (self.path is not None) + (self.unit is not None) + self.container_log != 1:
+            raise ValueError(
+                "give exactly one of path (a log file), unit (a systemd unit) or "
+                "container_log=true (the host's container or pod)"
+            )
+        if self.previous and not self.container_log:
+            raise ValueError("previous reads a pod's earlier log: set container_log=true too")
         if self.unit is not None and (not UNIT_NAME.match(self.unit) or self.unit.startswith("-")):
             raise ValueError(f"unit {self.unit!r} is not a systemd unit name")
         return self
@@ -47,11 +65,13 @@ def diagnose_log(ctx: ToolContext, args: DiagnoseLogInput) -> ToolResult:
     """Explain why an inference server (vLLM, SGLang) failed, at start or while serving.
 
     For servers started outside Sleuth (systemd, Kubernetes, a script): give `path`, a log
-    file inside the host's roots (its last `lines` lines are read), or `unit`, a systemd
-    unit whose journal is read with journalctl. Returns the failure `kind` (e.g.
-    kv_cache_too_small, oom_weights, tp_divisibility, driver_mismatch; for a running server
-    oom_serving, nccl_timeout, kv_exhaustion, no_progress, illegal_memory_access; no_failure,
-    unknown), the `phase` it struck in (startup, warm-up, serving), its
+    file inside the host's roots (its last `lines` lines are read), `unit`, a systemd
+    unit whose journal is read with journalctl, or, on a container or pod host,
+    `container_log` (with `previous` for a pod's container before its last restart).
+    Returns the failure `kind` (e.g. kv_cache_too_small, oom_weights, tp_divisibility,
+    driver_mismatch; for a running server oom_serving, nccl_timeout, kv_exhaustion,
+    no_progress, illegal_memory_access; no_failure, unknown), the `phase` it struck in
+    (startup, warm-up, serving), its
     `confidence` (high: the log states it; low: the best reading), the `headline` (the log
     line that states the cause), evidence lines as logged, and a `fix` with the numbers the
     engine logged. Read-only.
@@ -59,11 +79,32 @@ def diagnose_log(ctx: ToolContext, args: DiagnoseLogInput) -> ToolResult:
     host = ctx.host(args.host)
     if args.path is not None:
         source, text, argv = read_log_file(host, args.path)
+    elif args.container_log:
+        source, text, argv = _read_container(host, args.lines, args.previous)
     else:
         source, text, argv = read_journal(host, args.unit or "", args.lines)
     lines = split_lines(text)[-args.lines :]
     found = diagnose(lines, engine=args.engine)
     return _result(ctx, source, len(lines), found, argv)
+
+
+def _read_container(
+    host: SandboxedHost, lines: int, previous: bool
+) -> tuple[str, str, list[list[str]]]:
+    from sleuth.hosts.container.host import ContainerHost  # paramiko: only for a container
+
+    box = host.host
+    if not isinstance(box, ContainerHost):
+        raise ToolError(
+            f"host {host.name!r} is not a container or pod host, so it has no container log; "
+            "give the log file as `path`, or a systemd unit as `unit`"
+        )
+    try:
+        text, run = box.logs(lines, previous=previous)
+    except HostError as exc:
+        raise ToolError(str(exc), exc.kind) from exc
+    which = "previous log" if previous else "log"
+    return f"{which} of {box.target.label}", text, [run.argv]
 
 
 def _result(

@@ -59,6 +59,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sleuth.config.containers import (
+    Runtime,
+    pods_problem,
+    reach_problem,
+)
+
 CONFIG_NAME = "sleuth.toml"
 _ENV_RULE = re.compile(r"[A-Z_][A-Z0-9_]*\*?|\*")
 """An approve.env entry: a name, or a name prefix ending in `*`."""
@@ -105,6 +111,16 @@ class HostConfig(_Strict):
 
     ssh: str | None = None
     """An alias from ~/.ssh/config or user@host:port; None for the local host."""
+    via: str | None = None
+    """A container or pod host: the host (`local` or another [hosts] entry) that runs its
+    runtime (`containers.py`)."""
+    container: str | None = None
+    runtime: Runtime | None = None
+    """None: whichever of docker, podman and nerdctl the via host has, in that order."""
+    pod: str | None = None
+    """`NAMESPACE/NAME`, with `runtime = "kubectl"`."""
+    context: str | None = None
+    """The kubeconfig context, with `runtime = "kubectl"`."""
     roots: list[str] = Field(default_factory=list)
     """The folders tools may read; everything else is refused."""
     allow: list[str] = Field(default_factory=list)
@@ -120,9 +136,15 @@ class GroupConfig(_Strict):
     tool on all of them at once (a fleet call). `decode = ["gpu-d*"]` is short for
     `[groups.decode] hosts = ["gpu-d*"]`."""
 
-    hosts: list[str] = Field(min_length=1)
+    hosts: list[str] = Field(default_factory=list)
     """Host names and glob patterns (`gpu-d*`, `node-[0-7]`) over the hosts of [hosts] and the
     aliases of ~/.ssh/config."""
+    pods: str | None = None
+    """Instead of `hosts`: `NAMESPACE/SELECTOR` (`serving/app=sglang`), one host per pod,
+    listed by kubectl on `via` when a run starts (`containers.py`)."""
+    via: str | None = None
+    container: str | None = None
+    context: str | None = None
     roots: list[str] = Field(default_factory=list)
     """Roots of the members known only from ~/.ssh/config; a member with its own [hosts.NAME]
     keeps its own."""
@@ -299,6 +321,9 @@ def _parse(path: Path) -> Settings:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    groups: dict[str, Any] = raw["groups"] if isinstance(raw.get("groups"), dict) else {}
+    inventory = groups.pop("from_inventory", None)
+    inventory_roots = groups.pop("from_inventory_roots", [])
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as exc:
@@ -308,12 +333,22 @@ def _parse(path: Path) -> Settings:
         where = f"{path}:{line}" if line else str(path)
         raise ConfigError(f"{where}: key `{'.'.join(keys)}`: {first['msg']}") from exc
     settings.source = str(path)
+    if inventory is not None:
+        from sleuth.config.inventory_hosts import add_inventory
+
+        line = locate_key(text, ["groups", "from_inventory"])
+        add_inventory(settings, path.parent, inventory, inventory_roots, f"{path}:{line}")
     for name, host in settings.hosts.items():
-        if name != LOCAL and not host.ssh:
+        if name != LOCAL and not host.ssh and host.via is None:
             line = locate_key(text, ["hosts", name])
             raise ConfigError(
-                f'{path}:{line}: host `{name}` needs `ssh = "alias or user@host:port"`'
+                f'{path}:{line}: host `{name}` needs `ssh = "alias or user@host:port"` '
+                "(or `via` and `container` for a container)"
             )
+        if unreachable := reach_problem(name, host, settings.hosts):
+            keys, why = unreachable
+            line = locate_key(text, ["hosts", name, *keys])
+            raise ConfigError(f"{path}:{line}: host `{name}`: {why}")
         for root in host.roots:
             if not os.path.isabs(root):
                 line = locate_key(text, ["hosts", name, "roots"])
@@ -342,6 +377,12 @@ def group_problem(
         return [], f"a host is named `{name}` too; `--hosts {name}` would mean either: rename one"
     if bad := [root for root in group.roots if not os.path.isabs(root)]:
         return ["roots"], f"root {bad[0]!r} must be absolute"
+    if not group.hosts and group.pods is None:
+        return ["hosts"], f"groups.{name}.hosts is empty: give host names and patterns, or `pods`"
+    if found := pods_problem(group.hosts, group.pods, group.via, group.container, group.context):
+        return [found[0]], found[1]
+    if group.via is not None and group.via not in (*settings.hosts, LOCAL):
+        return ["via"], f"via {group.via!r} is not a host in [hosts] (nor `local`)"
     if problem := rules_problem(group.approve):
         key, why = problem
         return ["approve", key], why
