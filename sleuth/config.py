@@ -10,7 +10,7 @@ allow = ["launch_server", "stop_server", "run_benchmark"]
 tools = ["stop_server"]
 engines = ["sglang"]
 commands = [["python3", "-m", "sglang.launch_server"]]
-env = ["CUDA_VISIBLE_DEVICES", "HF_HOME", "SGLANG_*"]   # what a launch's `env` may set
+env = ["CUDA_VISIBLE_DEVICES", "HF_HOME", "NCCL_DEBUG"]  # what a launch's `env` may set
 
 [groups]                             # host groups: names and glob patterns over the hosts
 decode = ["gpu-d*"]                  # above and the aliases of ~/.ssh/config
@@ -96,8 +96,9 @@ class ApprovalRules(_Strict):
     of these is approved without asking, e.g. [["python3", "-m", "sglang.launch_server"]]."""
     env: list[str] = Field(default_factory=list)
     """Environment variable names a model may set for a launch, e.g. ["CUDA_VISIBLE_DEVICES",
-    "HF_HOME", "SGLANG_*"]. A glob covers ordinary names only: a loader, interpreter or shell
-    start-up variable (LD_PRELOAD, PYTHONPATH, BASH_ENV, ...) must be named exactly."""
+    "HF_HOME", "NCCL_DEBUG"]. A glob covers ordinary names only: a variable that makes a
+    program load or run something (LD_PRELOAD, PYTHONPATH, SGLANG_LOGGING_CONFIG_PATH,
+    TRITON_PTXAS_PATH, a code cache, a proxy; tools/startup_env.py) must be named exactly."""
 
 
 class HostConfig(_Strict):
@@ -359,7 +360,7 @@ def rules_problem(rules: ApprovalRules) -> tuple[str, str] | None:
     if bad := [name for name in rules.env if not _ENV_RULE.fullmatch(name)]:
         return "env", (
             f"approve.env holds {bad[0]!r}: give variable names (A-Z, 0-9, _), a glob "
-            'such as "SGLANG_*" for ordinary names'
+            'such as "NCCL_*" for ordinary names'
         )
     return None
 

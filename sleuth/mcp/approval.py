@@ -60,9 +60,8 @@ def message(request: ApprovalRequest) -> str:
     if request.argv is not None:
         lines.append(f"It runs: {json.dumps(request.argv)}")
     if request.env:
-        lines.append(
-            f"It sets the environment variables (values not shown): {', '.join(request.env)}"
-        )
+        pairs = ", ".join(f"{k}={v}" for k, v in sorted(request.env_shown.items()))
+        lines.append(f"It sets the environment variables (secret values hidden): {pairs}")
     return redact("\n".join([*lines, shown]))
 
 
@@ -135,7 +134,8 @@ def pending_approval(
     """On a connection that cannot carry a server request, the question the call must wait for.
 
     None when nothing needs asking: a read-only tool, a client that cannot be asked, a call a
-    rule approves, or a call the policy refuses anyway (it is refused with its fix instead).
+    rule approves, or a call refused anyway (the policy, or a start-up environment name no rule
+    names exactly): it is refused with its fix instead.
     The question is built from the inputs and configuration alone, as the pipeline builds it.
     """
     if ctx.session.can_send_request or not can_elicit(ctx):
@@ -147,8 +147,8 @@ def pending_approval(
         request = approval_request(state.ctx, spec, spec.input_model.model_validate(raw))
     except (ValidationError, KindedError):
         return None
-    if rule_approval(request) is not None:
-        return None
+    if rule_approval(request) is not None or request.env_cover.start_up:
+        return None  # approved, or refused whatever the user would answer
     form = types.ElicitRequestFormParams(message=message(request), requested_schema=SCHEMA)
     return types.InputRequiredResult(
         input_requests={INPUT_KEY: types.ElicitRequest(params=form)},

@@ -22,15 +22,15 @@ from pydantic import BaseModel, Field
 
 from sleuth.config import ApprovalRules
 from sleuth.tools.startup_env import EnvCover, env_cover
-
-HIDDEN_ENV_VALUE = "[hidden: environment value]"
+from sleuth.transcripts.redact import redact_env
 
 
 class ApprovalRequest(BaseModel):
     tool: str
     host: str
     input: dict[str, Any]
-    """The call's input as shown for approval: environment values hidden (`shown_input`)."""
+    """The call's input as shown for approval: secret environment values hidden
+    (`shown_input`)."""
     argv: list[str] | None = None
     """The command line the call would run, when the tool can say before it runs."""
     env: list[str] = Field(default_factory=list)
@@ -47,6 +47,12 @@ class ApprovalRequest(BaseModel):
     @property
     def env_cover(self) -> EnvCover:
         return env_cover(self.env, self.rules.env)
+
+    @property
+    def env_shown(self) -> dict[str, Any]:
+        """The environment as a person judges it: names and values, secret values hidden."""
+        env = self.input.get("env")
+        return dict(env) if isinstance(env, dict) else dict.fromkeys(self.env, "")
 
 
 class ApprovalDecision(BaseModel):
@@ -66,11 +72,12 @@ this one call ("person")."""
 
 
 def shown_input(raw: dict[str, Any]) -> dict[str, Any]:
-    """A call's input as an approval shows and records it: each env value hidden."""
+    """A call's input as an approval shows and records it: the env values a person needs to
+    judge (a path into a model folder) shown, those under a secret name hidden."""
     env = raw.get("env")
     if not isinstance(env, dict) or not env:
         return dict(raw)
-    return {**raw, "env": dict.fromkeys(env, HIDDEN_ENV_VALUE)}
+    return {**raw, "env": redact_env({str(k): str(v) for k, v in env.items()})}
 
 
 def deny_all(request: ApprovalRequest) -> ApprovalDecision:
