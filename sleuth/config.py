@@ -93,7 +93,9 @@ class ApprovalRules(_Strict):
     """launch_server presets approved without asking."""
     commands: list[list[str]] = Field(default_factory=list)
     """Argument-vector prefixes: a custom launch_server command whose argv starts with one
-    of these is approved without asking, e.g. [["python3", "-m", "sglang.launch_server"]]."""
+    of these is approved without asking, e.g. [["python3", "-m", "sglang.launch_server"]];
+    so is any tool's model-chosen interpreter (python_env, preflight, run_benchmark, a
+    benchmark's `load.python`) named by one, e.g. [["/opt/venv/bin/python"]]."""
     env: list[str] = Field(default_factory=list)
     """Environment variable names a model may set for a launch, e.g. ["CUDA_VISIBLE_DEVICES",
     "HF_HOME", "NCCL_DEBUG"]. A glob covers ordinary names only: a variable that makes a
@@ -337,7 +339,7 @@ def approval_problem(host: HostConfig) -> tuple[str, str] | None:
     rules = host.approve
     needs = [("tools", tool) for tool in rules.tools]
     needs += [("engines", "launch_server")] if rules.engines else []
-    needs += [("commands", "launch_server")] if rules.commands else []
+    # `commands` approve a model-chosen program for any tool (a read-only one's `python` too).
     needs += [("env", "launch_server")] if rules.env else []
     for key, tool in needs:
         if tool not in host.allow:

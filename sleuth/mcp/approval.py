@@ -20,7 +20,7 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from sleuth.agent.calls import approval_request
+from sleuth.agent.calls import approval_request, standing_program_consent
 from sleuth.errors import KindedError
 from sleuth.mcp.state import ServeState
 from sleuth.tools.approval import (
@@ -56,7 +56,12 @@ SCHEMA: dict[str, Any] = {
 
 def message(request: ApprovalRequest) -> str:
     shown = json.dumps(request.input, indent=2, ensure_ascii=False)
-    lines = [f"Sleuth: {request.tool} changes host {request.host!r}. Run it with these inputs?"]
+    does = (
+        f"changes host {request.host!r}"
+        if all_tools()[request.tool].mutating
+        else f"on host {request.host!r} runs {request.program}, an interpreter the model chose"
+    )
+    lines = [f"Sleuth: {request.tool} {does}. Run it with these inputs?"]
     if request.argv is not None:
         lines.append(f"It runs: {json.dumps(request.argv)}")
     if request.env:
@@ -133,18 +138,26 @@ def pending_approval(
 ) -> types.InputRequiredResult | None:
     """On a connection that cannot carry a server request, the question the call must wait for.
 
-    None when nothing needs asking: a read-only tool, a client that cannot be asked, a call a
-    rule approves, or a call refused anyway (the policy, or a start-up environment name no rule
-    names exactly): it is refused with its fix instead.
-    The question is built from the inputs and configuration alone, as the pipeline builds it.
+    None when nothing needs asking: a read-only tool on the host's own interpreter (or one the
+    host vouches for), a client that cannot be asked, a call a rule approves, or a call
+    refused anyway (the policy, or a start-up environment name no rule names exactly): it is
+    refused with its fix instead. The question is built from the inputs and configuration
+    alone, as the pipeline builds it (the host's word on an interpreter aside).
     """
     if ctx.session.can_send_request or not can_elicit(ctx):
         return None
     spec = all_tools().get(name)
-    if spec is None or not spec.mutating:
+    if spec is None:
         return None
     try:
-        request = approval_request(state.ctx, spec, spec.input_model.model_validate(raw))
+        args = spec.input_model.model_validate(raw)
+        if not spec.mutating:
+            standing = standing_program_consent(state.ctx, spec, args)
+            if standing is None or standing[1] is not None:
+                return None  # nothing to decide, or decided without asking
+            request = standing[0]
+        else:
+            request = approval_request(state.ctx, spec, args)
     except (ValidationError, KindedError):
         return None
     if rule_approval(request) is not None or request.env_cover.start_up:

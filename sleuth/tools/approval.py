@@ -39,6 +39,8 @@ class ApprovalRequest(BaseModel):
     """The host's approval rules (sleuth.toml `[hosts.NAME.approve]`), or a group's."""
     rules_from: str = ""
     """Where `rules` come from when not the host's: `groups.NAME.approve` for a fleet call."""
+    program: str | None = None
+    """The interpreter the model chose, for this call or a run it makes (`load.python`)."""
 
     @property
     def rules_key(self) -> str:
@@ -81,6 +83,8 @@ def shown_input(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def deny_all(request: ApprovalRequest) -> ApprovalDecision:
+    if is_custom_command(request):
+        return _unmatched(request)
     return ApprovalDecision(
         approved=False,
         by="default",
@@ -108,9 +112,10 @@ def decide(request: ApprovalRequest, approver: Approver) -> ApprovalDecision:
 
 def is_custom_command(request: ApprovalRequest) -> bool:
     """A call whose program the model chose: launch_server engine=command, or any tool given
-    its own `python`. Only a `commands` rule (or a person) approves one."""
+    its own `python` (in its input, or in the inputs of a run it makes). Only a `commands`
+    rule (or a person) approves one."""
     own_program = request.tool == "launch_server" and request.input.get("engine") == "command"
-    return own_program or request.input.get("python") is not None
+    return own_program or request.program is not None
 
 
 def rule_approval(request: ApprovalRequest) -> ApprovalDecision | None:
