@@ -26,13 +26,16 @@ import anyio
 import mcp_types as types
 import pytest
 
-from sleuth.agent.calls import execute
+from sleuth.agent.calls import Call, CallPipeline, execute
+from sleuth.agent.fleet.view import FleetView
+from sleuth.agent.session import describe_hosts, host_groups
 from sleuth.config import ApprovalRules, HostConfig, Limits
+from sleuth.hosts.groups import HostGroup
 from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import Fallback, approver_for
 from sleuth.tools.context import ToolContext
-from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
+from sleuth.transcripts.events import ApprovalEvent, SessionStarted, ToolExecuted
 from sleuth.transcripts.store import load
 from tests.mcp_support import Answering, McpProject, text_of
 from tests.scripted_api import ScriptedAPI, message, text, tool_use
@@ -321,3 +324,56 @@ def test_over_mcp_no_client_runs_the_python_of_a_model_folder(
         assert ("cannot ask you" in said) if what.startswith("no") else ("declined" in said)
     assert len(declining.asked) == len(calls)
     assert all(str(python) in asked for asked in declining.asked)
+
+
+@pytest.mark.parametrize("fallback", ["yes", "ask"])
+def test_a_fleet_call_runs_the_python_only_under_the_groups_rule(
+    tmp_path: Path, fallback: Fallback
+) -> None:
+    """python_env on `@pair` with the model folder's `python`: no --yes or prompt fans it
+    out; each member's part is refused unless the group's `commands` rule names it."""
+    root = tmp_path / "deploy"
+    python, canary = plant(root)
+    raw = {"host": "@pair", "python": str(python)}
+
+    def fleet(rules: ApprovalRules) -> ToolContext:
+        config = HostConfig(roots=[str(root)])
+        hosts = {n: SandboxedHost(n, LocalHost(n), config, Limits()) for n in ("a", "b")}
+        groups = {"pair": HostGroup("pair", ("a", "b"), rules)}
+        return ToolContext(hosts=hosts, approver=approver_for(fallback), groups=groups)
+
+    def run(ctx: ToolContext) -> list[ApprovalEvent]:
+        start = SessionStarted(
+            session_id="t", question="q", hosts=describe_hosts(ctx), brain="test",
+            groups=host_groups(ctx),
+        )  # fmt: skip
+        events: list[Any] = []
+        CallPipeline(ctx, events.append, fleet=FleetView.of(start)).tool(
+            Call("c1", "python_env", raw), 1
+        )
+        return [e for e in events if isinstance(e, ApprovalEvent)]
+
+    refused = run(fleet(ApprovalRules()))
+    figures.count("model_programs_variants")
+    figures.count("model_programs_runs", int(canary.exists()))
+    assert not canary.exists()
+    assert len(refused) == 2 and not any(e.approved for e in refused)
+    assert all(e.rule == "groups.pair.approve" for e in refused)
+    approved = run(fleet(ApprovalRules(commands=[[str(python)]])))
+    assert all(e.approved for e in approved)
+    assert canary.read_text().count("ran") == 2  # the control: one run per member
+
+
+def test_the_person_who_types_sleuth_preflight_python_consents_to_it(tmp_path: Path) -> None:
+    """`sleuth preflight --python PATH` is the person's own choice, as `sleuth tool --yes`."""
+    root = tmp_path / "deploy"
+    python, canary = plant(root)
+    (tmp_path / "sleuth.toml").write_text(f'[hosts.local]\nroots = ["{root}"]\n')
+    subprocess.run(
+        [*SLEUTH, "preflight", "sglang", str(python.parent), "--python", str(python), "--json"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+    )
+    assert canary.exists()
