@@ -377,3 +377,29 @@ def test_the_person_who_types_sleuth_preflight_python_consents_to_it(tmp_path: P
         timeout=120,
     )
     assert canary.exists()
+
+
+def test_a_real_interpreter_behind_a_model_folders_venv_is_not_vouched_for(
+    tmp_path: Path,
+) -> None:
+    """A model folder shaped as a venv whose `bin` links to a real one outside the roots: the
+    interpreter is real and safe, but run from there it reads the folder's pyvenv.cfg and
+    runs its site-packages' .pth files. Refused under --yes; a rule runs it (and the .pth)."""
+    root = tmp_path / "deploy"
+    canary = tmp_path / "PTH_RAN"
+    real_bin = vouched_python(tmp_path).parent
+    fake = root / "models" / "x" / "v"
+    site = fake / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    (site / "site-packages").mkdir(parents=True)
+    (site / "site-packages" / "evil.pth").write_text(f"import os; os.system('touch {canary}')\n")
+    (fake / "pyvenv.cfg").write_text(f"home = {Path(os.path.realpath(sys.executable)).parent}\n")
+    (fake / "bin").symlink_to(real_bin)
+    python = str(fake / "bin" / "python")
+    refused = execute(local_context(root, "yes", ApprovalRules()), "python_env", {"python": python})
+    figures.count("model_programs_variants")
+    figures.count("model_programs_runs", int(canary.exists()))
+    assert refused.refused and not canary.exists(), refused.error
+    assert "lies under the host's roots" in (refused.error or "")
+    ruled = local_context(root, "yes", ApprovalRules(commands=[[python]]))
+    execute(ruled, "python_env", {"python": python})
+    assert canary.exists()

@@ -4,8 +4,8 @@ host where it lives (run by the host's configured interpreter; standard library 
     python3 - PYTHON ROOTS_JSON    ->    {"trusted": bool, "path": "...", "why": "..."}
 
 Trusted means Sleuth could have found it itself: its name is python*, and neither the file,
-the folder it is run from, nor that folder's parent (where a venv's pyvenv.cfg and
-site-packages are, whose .pth files run at start-up) lies under the host's roots (the model
+the folder it is run from, nor that folder's parent, as written or resolved (where a venv's
+pyvenv.cfg and site-packages are, whose .pth files run at start-up) lies under the roots (the model
 folders, where a checkpoint cloned from a hub may carry an executable `python`); the file,
 every folder above it and above the venv, and any pyvenv.cfg are owned by root or this user
 and writable by no one else (a sticky folder above the venv, such as /tmp, excepted).
@@ -61,20 +61,25 @@ def judge(given: str, roots: list[str]) -> tuple[str | None, str | None]:
     real = os.path.realpath(path)
     home = os.path.realpath(os.path.dirname(path))
     venv = os.path.dirname(home)
+    # Python finds pyvenv.cfg, and so its prefix and site-packages, beside or above the path
+    # as given, its folders taken as written: `models/x/bin` linked to a real venv's bin
+    # still reads `models/x/pyvenv.cfg`.
+    above = os.path.realpath(os.path.dirname(os.path.dirname(path)))
     if not NAME.fullmatch(os.path.basename(path)) or not NAME.fullmatch(os.path.basename(real)):
         return real, f"{path} ({real}) is not named like a Python interpreter"
     if not os.path.isfile(real) or not os.access(real, os.X_OK):
         return real, f"{real} is not an executable file"
-    for where in (real, home, venv):
+    for where in (real, home, venv, above):
         if under(where, roots):
             return real, f"{where} lies under the host's roots (the model folders)"
     me = os.getuid()
-    near = {real, home, venv}
-    near |= {cfg for cfg in (home + "/pyvenv.cfg", venv + "/pyvenv.cfg") if os.path.exists(cfg)}
-    above = {*folders(os.path.dirname(real)), *folders(venv)} - near
+    near = {real, home, venv, above}
+    cfgs = (home + "/pyvenv.cfg", venv + "/pyvenv.cfg", above + "/pyvenv.cfg")
+    near |= {cfg for cfg in cfgs if os.path.exists(cfg)}
+    up = {*folders(os.path.dirname(real)), *folders(venv), *folders(above)} - near
     for each, sticky_ok in [
         *((p, False) for p in sorted(near)),
-        *((p, True) for p in sorted(above)),
+        *((p, True) for p in sorted(up)),
     ]:
         why = unsafe(each, me, sticky_ok)
         if why:
