@@ -46,7 +46,7 @@ SCHEMA: dict[str, Any] = {
         "approve": {
             "type": "boolean",
             "title": "Approve",
-            "description": "Run this call, which changes the host.",
+            "description": "Run this call as the message above shows it.",
             "default": True,
         }
     },
