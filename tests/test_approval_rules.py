@@ -18,7 +18,6 @@ from sleuth.hosts.policy import SandboxedHost
 from sleuth.hosts.ssh import SSHHost
 from sleuth.mcp.approval import message
 from sleuth.tools.approval import (
-    HIDDEN_ENV_VALUE,
     ApprovalDecision,
     ApprovalRequest,
     Fallback,
@@ -198,7 +197,48 @@ def test_yes_never_approves_environment_names_no_rule_lists(tmp_path: Path) -> N
     assert not decision.approved and decision.rule == "hosts.gpu1.approve.env"
     assert 'env = ["HF_HOME", "SGLANG_LOG"]' in decision.reason
     assert request.env == ["HF_HOME", "SGLANG_LOG"]
-    assert request.input["env"] == {"SGLANG_LOG": HIDDEN_ENV_VALUE, "HF_HOME": HIDDEN_ENV_VALUE}
+    # Values are shown, so a person can judge a path into a model folder.
+    assert request.input["env"] == {"SGLANG_LOG": "value-7741", "HF_HOME": "value-7742"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "SGLANG_LOGGING_CONFIG_PATH",
+        "VLLM_LOGGING_CONFIG_PATH",
+        "TRITON_PTXAS_PATH",
+        "TRITON_PTXAS_BLACKWELL_PATH",
+        "TRITON_CUOBJDUMP_PATH",
+        "TRITON_NVDISASM_PATH",
+        "TRITON_LIBCUDA_PATH",
+        "TRITON_CACHE_MANAGER",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "VLLM_CACHE_ROOT",
+        "TORCH_EXTENSIONS_DIR",
+        "HF_MODULES_CACHE",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "REQUESTS_CA_BUNDLE",
+        "SSL_CERT_FILE",
+        "CURL_CA_BUNDLE",
+        "HF_ENDPOINT",
+    ],
+)
+def test_the_readme_globs_do_not_approve_an_engine_code_variable(tmp_path: Path, name: str) -> None:
+    """`SGLANG_*` (the README's example) and its kin approved these; a person cannot either."""
+    globs = ["SGLANG_*", "VLLM_*", "TRITON_*", "TORCH*", "HF_*", "CUDA_*", "*_PROXY", "*"]
+    call = {**SGLANG_ENV, "input": {**SGLANG_ENV["input"], "env": {name: "/models/x/evil"}}}
+    assert start_up(name)
+    for fallback in ("yes", "ask", "person"):
+        rules = ApprovalRules(engines=["sglang"], env=globs)
+        decision, _ = decide(tmp_path, fallback, rules, call)
+        assert decision is None, (name, fallback)  # refused before anyone was asked
+    named = ApprovalRules(engines=["sglang"], env=[name])
+    decision, _ = decide(tmp_path, "refuse", named, call)
+    assert decision is not None and decision.approved
 
 
 def test_an_env_rule_with_globs_approves_ordinary_names_and_is_named(tmp_path: Path) -> None:
@@ -275,10 +315,15 @@ def test_env_rules_must_be_names_or_prefixes(tmp_path: Path, bad: str) -> None:
     assert "approve.env" in str(err.value)
 
 
-def test_the_prompt_and_the_mcp_question_show_env_names_not_values(tmp_path: Path) -> None:
-    _, request = decide(tmp_path, "ask", ApprovalRules(engines=["sglang"]), SGLANG_ENV)
+def test_the_prompt_and_the_mcp_question_show_env_values_but_secret_ones(tmp_path: Path) -> None:
+    """A person judges a path into a model folder by its value; a token stays hidden."""
+    token = "hf_" + "Zq8Lm3Vt6Rp1Wn4Ys7Xc2Bk5Jd9Gf0Ha"
+    env = {**SGLANG_ENV["input"]["env"], "HF_TOKEN": token}
+    call = {**SGLANG_ENV, "input": {**SGLANG_ENV["input"], "env": env}}
+    _, request = decide(tmp_path, "ask", ApprovalRules(engines=["sglang"]), call)
     assert request is not None
     for shown in (describe_request(request).plain, message(request)):
-        assert "HF_HOME" in shown and "SGLANG_LOG" in shown
-        assert "value-774" not in shown
+        assert "HF_HOME" in shown and "SGLANG_LOG" in shown and "HF_TOKEN" in shown
+        assert "value-7741" in shown and "value-7742" in shown
+        assert token[3:11] not in shown
         assert "sglang.launch_server" in shown  # the command line it would run

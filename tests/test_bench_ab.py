@@ -256,9 +256,7 @@ def test_without_matplotlib_the_verdicts_come_and_the_plots_are_named_as_skipped
     assert refused.exit_code == 2 and "--plot needs matplotlib" in refused.output
 
 
-def test_a_relaunch_inside_ab_benchmark_needs_consent_like_any_launch(
-    tmp_path: Path, python: str
-) -> None:
+def test_a_relaunch_inside_ab_benchmark_needs_consent_like_any_launch(tmp_path: Path) -> None:
     """ab_benchmark approved by --yes does not carry its launches: each is a call of its own
     through the pipeline, and a custom command no rule matches is refused and recorded."""
     events: list[Any] = []
@@ -266,7 +264,9 @@ def test_a_relaunch_inside_ab_benchmark_needs_consent_like_any_launch(
     ctx.approver = approver_for("yes")
     pipeline = CallPipeline(ctx, events.append)
     port = free_port()
-    load = {**LOAD, "python": python, "warmup": 2}
+    # No `python` in the load: --yes would refuse that before any launch (it is decided as
+    # run_benchmark's own, tests/adversarial/test_model_programs.py); the launch is at stake.
+    load = {**LOAD, "warmup": 2}
     raw = {
         "a": {"launch": launch(port, 10.0), "label": "a"},
         "b": {"launch": launch(port, 11.0), "label": "b"},

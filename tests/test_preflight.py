@@ -103,8 +103,10 @@ class World:
         self.package("torch", f"2.5.1{local}", {"version.py": f"cuda = {cuda!r}\n"})
 
     def python(self) -> None:
-        """The engine environment's interpreter: this Python, seeing the fake site first."""
-        bin_dir = self.root / "env" / "bin"
+        """The engine environment's interpreter: this Python, seeing the fake site first. It
+        lies outside the roots (the model folders), as an engine's venv does, so the host
+        vouches for it; one inside would need a `commands` rule or a person's yes."""
+        bin_dir = self.root.parent / f"{self.root.name}-engine" / "bin"
         bin_dir.mkdir(parents=True, exist_ok=True)
         python = bin_dir / "python3"
         python.write_text(f'#!/bin/sh\nPYTHONPATH={self.site} exec {sys.executable} "$@"\n')

@@ -160,7 +160,8 @@ def test_resume_twice_after_two_kills_keeps_every_completed_turn(
 ) -> None:
     # Kill 1: mid-turn. One call of turn 1 is recorded; the other blocks in an interpreter
     # that never answers (the host program refuses to read a FIFO, so a pipe cannot block).
-    stuck = workspace / "stuck" / "python3"
+    # Outside the roots, so the host vouches for it and it runs (issue 39.1).
+    stuck = workspace.parent / "stuck" / "python3"
     stuck.parent.mkdir()
     stuck.write_text("#!/bin/sh\nexec sleep 120\n")
     stuck.chmod(0o755)

@@ -34,19 +34,22 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from sleuth.agent.findings import REPORT_FINDING, CallRecord, Grounder, Outcome
-from sleuth.agent.fleet.consent import fleet_consent
+from sleuth.agent.fleet.consent import by_group_rule, fleet_consent
 from sleuth.agent.fleet.run import run_fleet
 from sleuth.agent.fleet.view import FleetPart, FleetView
 from sleuth.agent.records import approval_event, tool_event
+from sleuth.config import HostConfig
 from sleuth.errors import ErrorKind, KindedError
 from sleuth.tools.approval import (
     ApprovalDecision,
     ApprovalRequest,
     Approver,
     decide,
+    rule_approval,
     shown_input,
 )
 from sleuth.tools.context import ToolContext
+from sleuth.tools.interpreters import found_on_host
 from sleuth.tools.registry import Tool, ToolInput, get_tool, validation_text
 from sleuth.transcripts.events import ErrorEvent, Event, Finding, FindingEvent, ToolExecuted
 from sleuth.transcripts.fleet import is_fleet_host
@@ -119,14 +122,24 @@ def run_live(ctx: ToolContext, spec: Tool, args: ToolInput, call: Call) -> ToolR
 
 
 def approval_request(ctx: ToolContext, spec: Tool, args: ToolInput) -> ApprovalRequest:
-    """What a mutating call asks consent for, from its inputs and the host's configuration
-    alone: nothing the model supplied is run, probed or stat'ed on the host first. Raises
-    PolicyError when the host does not allow the tool at all."""
+    """What a call asks consent for, from its inputs and the host's configuration alone:
+    nothing the model supplied is run, probed or stat'ed on the host first. Raises
+    PolicyError when the host does not allow a mutating tool at all."""
     sandbox = ctx.host(args.host)
-    sandbox.check_allowed(spec.name)
+    if spec.mutating:
+        sandbox.check_allowed(spec.name)
+    return request_for(spec, args, sandbox.config)
+
+
+def request_for(
+    spec: Tool, args: ToolInput, config: HostConfig, rules_from: str = ""
+) -> ApprovalRequest:
+    """The request for `args` under `config`'s rules, or a group's (`rules_from`): the
+    planned argv (a model-chosen interpreter's, where the tool cannot say more) and the
+    environment names."""
     raw = args.model_dump()
-    python = raw.get("python")
-    argv = spec.argv(sandbox.config, args) if spec.argv else ([python] if python else None)
+    python = args.chosen_python()
+    argv = spec.argv(config, args) if spec.argv else ([python] if python else None)
     env = raw.get("env")
     return ApprovalRequest(
         tool=spec.name,
@@ -134,17 +147,68 @@ def approval_request(ctx: ToolContext, spec: Tool, args: ToolInput) -> ApprovalR
         input=shown_input(raw),
         argv=argv,
         env=sorted(env) if isinstance(env, dict) else [],
-        rules=sandbox.config.approve,
+        rules=config.approve,
+        program=python,
     )
 
 
-def live_consent(ctx: ToolContext, spec: Tool, args: ToolInput, call: Call) -> Approval:
+def names_program(spec: Tool, args: ToolInput) -> bool:
+    """Whether a call needs consent: a mutating tool, or any tool given an interpreter."""
+    return spec.mutating or args.chosen_python() is not None
+
+
+def live_consent(ctx: ToolContext, spec: Tool, args: ToolInput, call: Call) -> Approval | None:
     """The host's rules and the context's approver decide; for a fleet call, the group's
-    rules alone."""
+    rules alone. A read-only call that names the host's configured interpreter has nothing to
+    decide; one that names another runs on a `commands` rule, on the host's word that it is
+    an interpreter Sleuth could have found itself, or on the approver's yes (never `--yes`)."""
+    if not spec.mutating:
+        return program_consent(ctx, spec, args, call)
     if call.group:
         return fleet_consent(ctx, spec, args, call.group)
     request = approval_request(ctx, spec, args)
     return request, decide(request, ctx.approver)
+
+
+def program_consent(ctx: ToolContext, spec: Tool, args: ToolInput, call: Call) -> Approval | None:
+    """Consent for a read-only call given its own interpreter (see `live_consent`)."""
+    standing = standing_program_consent(ctx, spec, args, call.group)
+    if standing is None:
+        return None
+    request, decided, why = standing
+    if decided is not None:
+        return request, decided
+    group = ctx.groups.get(call.group) if call.group else None
+    decided = (
+        decide(request, ctx.approver)
+        if group is None
+        else by_group_rule(request, len(group.members))
+    )
+    if decided.approved:
+        return request, decided
+    note = f"; host {request.host!r} does not vouch for {request.program}: {why}"
+    return request, decided.model_copy(update={"reason": decided.reason + note})
+
+
+def standing_program_consent(
+    ctx: ToolContext, spec: Tool, args: ToolInput, group_name: str = ""
+) -> tuple[ApprovalRequest, ApprovalDecision | None, str] | None:
+    """For a read-only call given an interpreter: None when it is the host's configured one
+    (nothing to decide); else its request, the decision no one need be asked for (a
+    `commands` rule, or the host vouching for it) or None, and why the host does not."""
+    if is_fleet_host(args.host):
+        return None  # each member's part is decided on its own host
+    sandbox = ctx.host(args.host)
+    if args.chosen_python() in (None, sandbox.config.python):
+        return None
+    request = request_for(spec, args, sandbox.config)
+    if (group := ctx.groups.get(group_name) if group_name else None) is not None:
+        rules_from = f"groups.{group_name}.approve"
+        request = request.model_copy(update={"rules": group.approve, "rules_from": rules_from})
+    if (ruled := rule_approval(request)) is not None:
+        return request, ruled, ""
+    found, why = found_on_host(sandbox, str(request.program))
+    return request, found, why
 
 
 def redacted(result: ToolResult) -> ToolResult:
@@ -281,7 +345,8 @@ class CallPipeline:
         try:
             spec = get_tool(call.tool)
             args = spec.input_model.model_validate(call.input)
-            if spec.mutating and (refusal := self._consent(ctx, spec, args, call)) is not None:
+            needs = names_program(spec, args)
+            if needs and (refusal := self._consent(ctx, spec, args, call)) is not None:
                 return refusal
         except ValidationError as exc:
             return ToolResult.failure(validation_text(call.tool, exc), ErrorKind.INVALID_INPUT)

@@ -30,5 +30,5 @@ def approval_event(
 ) -> ApprovalEvent:
     """The decision, with the input as shown for approval (environment values hidden), the
     command line and the environment names."""
-    shown = request.model_dump(exclude={"rules", "rules_from"})
+    shown = request.model_dump(exclude={"rules", "rules_from", "program"})
     return ApprovalEvent(call_id=call_id, **shown, **dict(decision))

@@ -207,9 +207,10 @@ class Prompter:
 
 
 def describe_request(request: ApprovalRequest) -> Text:
-    """Host, tool, the full command line and the environment names, shown exactly: JSON with
-    every non-ASCII or control character escaped, so a model's argument cannot restyle or
-    hide part of it. Environment values are not shown (the input carries them hidden)."""
+    """Host, tool, the full command line and the environment, shown exactly: JSON with every
+    non-ASCII or control character escaped, so a model's argument cannot restyle or hide part
+    of it. Environment values are shown (a path into a model folder is what a person judges),
+    except those under a secret name."""
     text = Text.assemble(
         ("approval needed: ", "bold yellow"),
         (shown(request.tool), "bold"),
@@ -220,8 +221,8 @@ def describe_request(request: ApprovalRequest) -> Text:
         text.append("\n  runs: ")
         text.append(shown_json(request.argv))
     if request.env:
-        text.append("\n  sets environment (values not shown): ")
-        text.append(shown_json(request.env))
+        text.append("\n  sets environment (secret values hidden): ")
+        text.append(shown_json(request.env_shown, sort_keys=True))
     unset: tuple[object, ...] = (None, [], {}, "")
     given = {k: v for k, v in request.input.items() if k != "host" and v not in unset}
     text.append("\n  input: ")

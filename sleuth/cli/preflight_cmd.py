@@ -13,6 +13,7 @@ from sleuth.cli.shared_options import SharedOptions, shared_options
 from sleuth.config import LOCAL
 from sleuth.errors import ErrorKind
 from sleuth.outputs import PreflightOutput
+from sleuth.tools.approval import approver_for
 
 
 @shared_options("accept_new_host_key", "transcripts", "no_sign", "as_json", "config")
@@ -51,7 +52,8 @@ def preflight(
     settings = opts.settings()
     # Signed and entered in the ledger as `sleuth tool`'s one-call transcript is.
     seal = opts.seal(settings, quiet=True)
-    ctx = opts.open_hosts(settings, [host])
+    # The person typed `--python`: their consent to run it, as `sleuth tool ... --yes` is.
+    ctx = opts.open_hosts(settings, [host], approver_for("person"))
     result, transcript = person_call(ctx, "preflight", inputs, opts.transcripts, seal)
     if opts.as_json:
         print_json(PreflightOutput(**result.model_dump(), transcript=str(transcript)))

@@ -10,7 +10,7 @@ allow = ["launch_server", "stop_server", "run_benchmark"]
 tools = ["stop_server"]
 engines = ["sglang"]
 commands = [["python3", "-m", "sglang.launch_server"]]
-env = ["CUDA_VISIBLE_DEVICES", "HF_HOME", "SGLANG_*"]   # what a launch's `env` may set
+env = ["CUDA_VISIBLE_DEVICES", "HF_HOME", "NCCL_DEBUG"]  # what a launch's `env` may set
 
 [groups]                             # host groups: names and glob patterns over the hosts
 decode = ["gpu-d*"]                  # above and the aliases of ~/.ssh/config
@@ -99,11 +99,14 @@ class ApprovalRules(_Strict):
     """launch_server presets approved without asking."""
     commands: list[list[str]] = Field(default_factory=list)
     """Argument-vector prefixes: a custom launch_server command whose argv starts with one
-    of these is approved without asking, e.g. [["python3", "-m", "sglang.launch_server"]]."""
+    of these is approved without asking, e.g. [["python3", "-m", "sglang.launch_server"]];
+    so is any tool's model-chosen interpreter (python_env, preflight, run_benchmark, a
+    benchmark's `load.python`) named by one, e.g. [["/opt/venv/bin/python"]]."""
     env: list[str] = Field(default_factory=list)
     """Environment variable names a model may set for a launch, e.g. ["CUDA_VISIBLE_DEVICES",
-    "HF_HOME", "SGLANG_*"]. A glob covers ordinary names only: a loader, interpreter or shell
-    start-up variable (LD_PRELOAD, PYTHONPATH, BASH_ENV, ...) must be named exactly."""
+    "HF_HOME", "NCCL_DEBUG"]. A glob covers ordinary names only: a variable that makes a
+    program load or run something (LD_PRELOAD, PYTHONPATH, SGLANG_LOGGING_CONFIG_PATH,
+    TRITON_PTXAS_PATH, a code cache, a proxy; tools/startup_env.py) must be named exactly."""
 
 
 class HostConfig(_Strict):
@@ -396,7 +399,7 @@ def approval_problem(host: HostConfig) -> tuple[str, str] | None:
     rules = host.approve
     needs = [("tools", tool) for tool in rules.tools]
     needs += [("engines", "launch_server")] if rules.engines else []
-    needs += [("commands", "launch_server")] if rules.commands else []
+    # `commands` approve a model-chosen program for any tool (a read-only one's `python` too).
     needs += [("env", "launch_server")] if rules.env else []
     for key, tool in needs:
         if tool not in host.allow:
@@ -419,7 +422,7 @@ def rules_problem(rules: ApprovalRules) -> tuple[str, str] | None:
     if bad := [name for name in rules.env if not _ENV_RULE.fullmatch(name)]:
         return "env", (
             f"approve.env holds {bad[0]!r}: give variable names (A-Z, 0-9, _), a glob "
-            'such as "SGLANG_*" for ordinary names'
+            'such as "NCCL_*" for ordinary names'
         )
     return None
 

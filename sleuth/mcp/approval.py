@@ -19,7 +19,7 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from sleuth.agent.calls import approval_request
+from sleuth.agent.calls import approval_request, standing_program_consent
 from sleuth.errors import KindedError
 from sleuth.mcp.state import ServeState
 from sleuth.tools.approval import (
@@ -46,7 +46,7 @@ SCHEMA: dict[str, Any] = {
         "approve": {
             "type": "boolean",
             "title": "Approve",
-            "description": "Run this call, which changes the host.",
+            "description": "Run this call as the message above shows it.",
             "default": True,
         }
     },
@@ -55,17 +55,19 @@ SCHEMA: dict[str, Any] = {
 
 
 def message(request: ApprovalRequest) -> str:
-    """The question, every part of the call as JSON escaped as the terminal prompt escapes it:
-    a line separator or a bidi override in an argument cannot restyle or reorder the form."""
-    lines = [
-        f"Sleuth: {shown_json(request.tool)} changes host {shown_json(request.host)}. "
-        "Run it with these inputs?"
-    ]
+    does = (
+        f"changes host {shown_json(request.host)}"
+        if all_tools()[request.tool].mutating
+        else f"on host {shown_json(request.host)} runs {shown_json(request.program)}, an "
+        "interpreter the model chose"
+    )
+    lines = [f"Sleuth: {shown_json(request.tool)} {does}. Run it with these inputs?"]
     if request.argv is not None:
         lines.append(f"It runs: {shown_json(request.argv)}")
     if request.env:
         lines.append(
-            f"It sets the environment variables (values not shown): {shown_json(request.env)}"
+            "It sets the environment variables (secret values hidden): "
+            f"{shown_json(request.env_shown, sort_keys=True)}"
         )
     return redact("\n".join([*lines, shown_json(request.input, indent=2)]))
 
@@ -138,21 +140,30 @@ def pending_approval(
 ) -> types.InputRequiredResult | None:
     """On a connection that cannot carry a server request, the question the call must wait for.
 
-    None when nothing needs asking: a read-only tool, a client that cannot be asked, a call a
-    rule approves, or a call the policy refuses anyway (it is refused with its fix instead).
-    The question is built from the inputs and configuration alone, as the pipeline builds it.
+    None when nothing needs asking: a read-only tool on the host's own interpreter (or one the
+    host vouches for), a client that cannot be asked, a call a rule approves, or a call
+    refused anyway (the policy, or a start-up environment name no rule names exactly): it is
+    refused with its fix instead. The question is built from the inputs and configuration
+    alone, as the pipeline builds it (the host's word on an interpreter aside).
     """
     if ctx.session.can_send_request or not can_elicit(ctx):
         return None
     spec = all_tools().get(name)
-    if spec is None or not spec.mutating:
+    if spec is None:
         return None
     try:
-        request = approval_request(state.ctx, spec, spec.input_model.model_validate(raw))
+        args = spec.input_model.model_validate(raw)
+        if not spec.mutating:
+            standing = standing_program_consent(state.ctx, spec, args)
+            if standing is None or standing[1] is not None:
+                return None  # nothing to decide, or decided without asking
+            request = standing[0]
+        else:
+            request = approval_request(state.ctx, spec, args)
     except (ValidationError, KindedError):
         return None
-    if rule_approval(request) is not None:
-        return None
+    if rule_approval(request) is not None or request.env_cover.start_up:
+        return None  # approved, or refused whatever the user would answer
     form = types.ElicitRequestFormParams(message=message(request), requested_schema=SCHEMA)
     return types.InputRequiredResult(
         input_requests={INPUT_KEY: types.ElicitRequest(params=form)},

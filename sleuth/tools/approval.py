@@ -22,15 +22,15 @@ from pydantic import BaseModel, Field
 
 from sleuth.config import ApprovalRules
 from sleuth.tools.startup_env import EnvCover, env_cover
-
-HIDDEN_ENV_VALUE = "[hidden: environment value]"
+from sleuth.transcripts.redact import redact_env
 
 
 class ApprovalRequest(BaseModel):
     tool: str
     host: str
     input: dict[str, Any]
-    """The call's input as shown for approval: environment values hidden (`shown_input`)."""
+    """The call's input as shown for approval: secret environment values hidden
+    (`shown_input`)."""
     argv: list[str] | None = None
     """The command line the call would run, when the tool can say before it runs."""
     env: list[str] = Field(default_factory=list)
@@ -39,6 +39,8 @@ class ApprovalRequest(BaseModel):
     """The host's approval rules (sleuth.toml `[hosts.NAME.approve]`), or a group's."""
     rules_from: str = ""
     """Where `rules` come from when not the host's: `groups.NAME.approve` for a fleet call."""
+    program: str | None = None
+    """The interpreter the model chose, for this call or a run it makes (`load.python`)."""
 
     @property
     def rules_key(self) -> str:
@@ -47,6 +49,12 @@ class ApprovalRequest(BaseModel):
     @property
     def env_cover(self) -> EnvCover:
         return env_cover(self.env, self.rules.env)
+
+    @property
+    def env_shown(self) -> dict[str, Any]:
+        """The environment as a person judges it: names and values, secret values hidden."""
+        env = self.input.get("env")
+        return dict(env) if isinstance(env, dict) else dict.fromkeys(self.env, "")
 
 
 class ApprovalDecision(BaseModel):
@@ -66,14 +74,17 @@ this one call ("person")."""
 
 
 def shown_input(raw: dict[str, Any]) -> dict[str, Any]:
-    """A call's input as an approval shows and records it: each env value hidden."""
+    """A call's input as an approval shows and records it: the env values a person needs to
+    judge (a path into a model folder) shown, those under a secret name hidden."""
     env = raw.get("env")
     if not isinstance(env, dict) or not env:
         return dict(raw)
-    return {**raw, "env": dict.fromkeys(env, HIDDEN_ENV_VALUE)}
+    return {**raw, "env": redact_env({str(k): str(v) for k, v in env.items()})}
 
 
 def deny_all(request: ApprovalRequest) -> ApprovalDecision:
+    if is_custom_command(request):
+        return _unmatched(request)
     return ApprovalDecision(
         approved=False,
         by="default",
@@ -101,9 +112,10 @@ def decide(request: ApprovalRequest, approver: Approver) -> ApprovalDecision:
 
 def is_custom_command(request: ApprovalRequest) -> bool:
     """A call whose program the model chose: launch_server engine=command, or any tool given
-    its own `python`. Only a `commands` rule (or a person) approves one."""
+    its own `python` (in its input, or in the inputs of a run it makes). Only a `commands`
+    rule (or a person) approves one."""
     own_program = request.tool == "launch_server" and request.input.get("engine") == "command"
-    return own_program or request.input.get("python") is not None
+    return own_program or request.program is not None
 
 
 def rule_approval(request: ApprovalRequest) -> ApprovalDecision | None:

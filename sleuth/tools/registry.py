@@ -79,6 +79,13 @@ class ToolInput(BaseModel):
         "rule in sleuth.toml that names the group.",
     )
 
+    def chosen_python(self) -> str | None:
+        """The interpreter the model chose for this call, or for a run of another tool the
+        call makes itself (goodput_search's `load`): a program of its choosing, decided like a
+        custom command whatever the tool. None: the host's configured one."""
+        python = getattr(self, "python", None)
+        return None if python is None else str(python)
+
 
 In = TypeVar("In", bound=ToolInput)
 ToolFn = Callable[[ToolContext, Any], ToolResult]

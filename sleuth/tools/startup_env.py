@@ -89,8 +89,44 @@ STARTUP_ENV: tuple[str, ...] = (
     "XDG_*",
     "TMPDIR",
     "GIT_*",
+    # The engines' own code and programs: a logging config given to logging.config.dictConfig
+    # (its "()" factory calls any callable), Triton's tool and library paths (it runs ptxas,
+    # cuobjdump and nvdisasm, loads libdevice, libcuda and libhip) and its cache classes given
+    # as MODULE:CLASS, the CUDA toolkit torch and FlashInfer compile with, nvcc's host compiler.
+    "*_LOGGING_CONFIG_PATH",
+    "TRITON_*_PATH",
+    "TRITON_CACHE_MANAGER",
+    "TRITON_REMOTE_CACHE_BACKEND",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_ROOT",
+    "NVCC_CCBIN",
+    # Code caches: compiled kernels, graphs and modules are loaded from there as found.
+    "*_CACHE_DIR",
+    "*_CACHE_ROOT",
+    "*_CACHE_PATH",
+    "TRITON_HOME",
+    "TRITON_*_DIR",
+    "TORCH_EXTENSIONS_DIR",
+    "TORCH_HOME",
+    "HF_MODULES_CACHE",
+    "FLASHINFER_WORKSPACE_BASE",
+    # Where requests go and whom they trust: proxies, CA bundles, the Hub's address. A
+    # server sends its inherited HF_TOKEN along.
+    "*_PROXY",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "AWS_CA_BUNDLE",
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+    "HF_ENDPOINT",
+    "HUGGINGFACE_CO_RESOLVE_ENDPOINT",
 )
-"""Loader, interpreter and shell start-up variables, as globs over upper-case names."""
+"""Variables that make a program load, run or trust something they name (loader, interpreter,
+shell start-up; the engines' code paths, code caches, proxies and CA bundles), as globs over
+upper-case names."""
 
 
 def start_up(name: str) -> bool:

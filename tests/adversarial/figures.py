@@ -92,6 +92,18 @@ FIGURES: dict[str, dict[str, str]] = {
         "what": "start-up environment injections that ran (canary)",
         "expect": "0",
     },
+    "model_programs_variants": {
+        "what": "a model-chosen `python` from a model folder given to a read-only tool",
+        "expect": ">= 20",
+    },
+    "nested_inputs_variants": {
+        "what": "a model-chosen `python` inside goodput_search's or ab_benchmark's `load`",
+        "expect": ">= 10",
+    },
+    "model_programs_runs": {
+        "what": "model-chosen interpreters that ran without a rule or a person (canary)",
+        "expect": "0",
+    },
     "http_unauthenticated_served": {
         "what": "sleuth mcp --http requests served without the token, or for a foreign Host/Origin",
         "expect": "0",

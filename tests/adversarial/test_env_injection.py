@@ -1,7 +1,10 @@
 """Environment is code: a launch's `env` that names a loader, interpreter or shell start-up
-variable is refused under `sleuth ask --yes` and `sleuth tool --yes`, even with the preset
-approved by a rule and `env = ["*"]`; only a rule that names the variable exactly lets it
-through. One injection per family, each with a payload that would leave a canary file.
+variable, or one of the engines' own code-loading variables (a logging config whose "()"
+factory calls anything, Triton's tool paths, code caches, the CUDA toolkit, proxies and CA
+bundles that would carry the server's HF_TOKEN elsewhere), is refused under `sleuth ask
+--yes`, `sleuth tool --yes` and an MCP user's yes, even with the preset approved by a rule
+and `env = ["*"]` or the README's `SGLANG_*`; only a rule that names the variable exactly lets
+it through. One injection per family, each with a payload that would leave a canary file.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
 
 from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
 from sleuth.transcripts.store import load
+from tests.mcp_support import Answering, McpProject, text_of
 from tests.scripted_api import ScriptedAPI, message, text, tool_use
 
 from . import figures
@@ -55,7 +61,60 @@ def families(evil: Path, canary: Path) -> dict[str, dict[str, str]]:
         "cuda injection": {"CUDA_INJECTION64_PATH": f"{evil}/evil.so"},
         "nccl plugin": {"NCCL_NET_PLUGIN": f"{evil}/evil.so"},
         "openssl": {"OPENSSL_CONF": f"{evil}/openssl.cnf"},
+        **engine_families(evil),
     }
+
+
+def engine_families(evil: Path) -> dict[str, dict[str, str]]:
+    """The engines' own code-loading variables, each pointing into a model-like folder."""
+    return {
+        "sglang logging config": {"SGLANG_LOGGING_CONFIG_PATH": f"{evil}/logging.json"},
+        "vllm logging config": {"VLLM_LOGGING_CONFIG_PATH": f"{evil}/logging.json"},
+        "triton tools": {
+            "TRITON_PTXAS_PATH": f"{evil}/ptxas",
+            "TRITON_PTXAS_BLACKWELL_PATH": f"{evil}/ptxas",
+            "TRITON_CUOBJDUMP_PATH": f"{evil}/ptxas",
+            "TRITON_NVDISASM_PATH": f"{evil}/ptxas",
+        },
+        "triton libraries": {
+            "TRITON_LIBCUDA_PATH": str(evil),
+            "TRITON_LIBDEVICE_PATH": f"{evil}/evil.so",
+            "TRITON_CUDART_PATH": str(evil),
+        },
+        "triton cache classes": {
+            "TRITON_CACHE_MANAGER": "evil:Manager",
+            "TRITON_REMOTE_CACHE_BACKEND": "evil:Backend",
+        },
+        "code caches": {
+            "TRITON_CACHE_DIR": str(evil),
+            "TRITON_HOME": str(evil),
+            "TORCHINDUCTOR_CACHE_DIR": str(evil),
+            "VLLM_CACHE_ROOT": str(evil),
+            "TORCH_EXTENSIONS_DIR": str(evil),
+            "HF_MODULES_CACHE": str(evil),
+            "CUDA_CACHE_PATH": str(evil),
+            "FLASHINFER_WORKSPACE_BASE": str(evil),
+        },
+        "cuda toolkit": {"CUDA_HOME": str(evil), "CUDA_PATH": str(evil)},
+        "proxies": {
+            "HTTPS_PROXY": "http://127.0.0.1:9",
+            "HTTP_PROXY": "http://127.0.0.1:9",
+            "ALL_PROXY": "socks5://127.0.0.1:9",
+        },
+        "ca bundles": {
+            "REQUESTS_CA_BUNDLE": f"{evil}/ca.pem",
+            "SSL_CERT_FILE": f"{evil}/ca.pem",
+            "CURL_CA_BUNDLE": f"{evil}/ca.pem",
+        },
+        "hub address": {"HF_ENDPOINT": "http://127.0.0.1:9"},
+    }
+
+
+def logging_payload(canary: Path) -> str:
+    """A logging config as SGLang and vLLM hand it to logging.config.dictConfig: its "()"
+    factory is any callable."""
+    factory = {"()": "os.system", "command": f"touch {canary}"}
+    return json.dumps({"version": 1, "formatters": {"x": factory}})
 
 
 def plant(tmp_path: Path) -> tuple[Path, Path, Path]:
@@ -67,9 +126,11 @@ def plant(tmp_path: Path) -> tuple[Path, Path, Path]:
     code = f"open({str(canary)!r}, 'a').write('ran\\n')\n"
     (evil / "sitecustomize.py").write_text(code)
     (evil / "rc.sh").write_text(f"echo ran >> {canary}\n")
-    fake = evil / "python3"
-    fake.write_text(f"#!/bin/sh\necho ran >> {canary}\n")
-    fake.chmod(0o755)
+    (evil / "logging.json").write_text(logging_payload(canary))
+    for name in ("python3", "ptxas"):
+        fake = evil / name
+        fake.write_text(f"#!/bin/sh\necho ran >> {canary}\n")
+        fake.chmod(0o755)
     (tmp_path / "sleuth.toml").write_text(
         f'[hosts.local]\nroots = ["{root}"]\nallow = ["launch_server"]\n\n'
         '[hosts.local.approve]\nengines = ["sglang"]\nenv = ["*"]\n'
@@ -119,8 +180,9 @@ def test_sleuth_ask_yes_runs_no_start_up_variable(tmp_path: Path) -> None:
         approval = approvals[f"toolu_{i}"]
         assert not approval.approved and approval.rule == "hosts.local.approve.env"
         assert approval.env == sorted(env)
-        # The approval shows the names, never the values.
-        assert all(v not in json.dumps(approval.input) for v in env.values())
+        # The approval shows names and values (none is secret), so a person can judge a
+        # path into a model folder.
+        assert approval.input["env"] == env
         result = executed[f"toolu_{i}"].result
         assert result.refused and "no --yes, prompt or glob approves them" in result.output
 
@@ -164,3 +226,94 @@ def test_a_start_up_variable_a_rule_names_exactly_does_reach_the_server(
     shown = json.loads(done.stdout)
     assert shown["error_kind"] != "not_approved", shown
     assert canary.exists()
+
+
+READS_LOGGING_CONFIG = (
+    "import json,logging.config,os;"
+    "logging.config.dictConfig(json.load(open(os.environ['SGLANG_LOGGING_CONFIG_PATH'])))"
+)
+"""What SGLang and vLLM do with their logging-config variable, as a custom command."""
+
+
+def logging_launch(evil: Path) -> dict[str, Any]:
+    return {
+        "engine": "command",
+        "command": ["python3", "-c", READS_LOGGING_CONFIG],
+        "ready_log_line": "never printed",
+        "env": {"SGLANG_LOGGING_CONFIG_PATH": f"{evil}/logging.json"},
+        "timeout_s": 5,
+        "poll_s": 0.1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("env_rule", "runs"), [('["SGLANG_*"]', False), ('["SGLANG_LOGGING_CONFIG_PATH"]', True)]
+)
+def test_the_readme_glob_does_not_approve_a_logging_config_a_named_rule_does(
+    tmp_path: Path, env_rule: str, runs: bool
+) -> None:
+    """The README's own `SGLANG_*` used to approve SGLANG_LOGGING_CONFIG_PATH, whose "()"
+    factory runs any callable; the exact name is the live control."""
+    _, evil, canary = plant(tmp_path)
+    (tmp_path / "sleuth.toml").write_text(
+        f'[hosts.local]\nroots = ["{tmp_path / "deploy"}"]\nallow = ["launch_server"]\n\n'
+        f'[hosts.local.approve]\ncommands = [["python3", "-c"]]\nenv = {env_rule}\n'
+    )
+    pairs = [
+        f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}"
+        for k, v in logging_launch(evil).items()
+    ]
+    done = subprocess.run(
+        [*SLEUTH, "tool", "launch_server", *pairs, "--json"],
+        cwd=tmp_path,
+        env={**PLAIN_ENV, "COLUMNS": "200"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    shown = json.loads(done.stdout)
+    if not runs:
+        figures.count("env_injection_variants")
+        figures.count("env_injection_runs", int(canary.exists()))
+    assert canary.exists() == runs, shown
+    assert (shown["error_kind"] == "not_approved") != runs, shown
+
+
+def test_an_mcp_user_cannot_approve_an_engine_variable_and_sees_values_it_judges(
+    tmp_path: Path,
+) -> None:
+    """Over MCP, a user who accepts every form is not asked about SGLANG_LOGGING_CONFIG_PATH
+    under `SGLANG_*` (nobody approves it); a form for ordinary names shows their values, the
+    secret one hidden."""
+    project = McpProject.create(tmp_path, allow=["launch_server"])
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    canary = tmp_path / CANARY
+    (evil / "logging.json").write_text(logging_payload(canary))
+    toml = project.root / "sleuth.toml"
+    toml.write_text(
+        toml.read_text()
+        + '\n[hosts.local.approve]\ncommands = [["python3", "-c"]]\nenv = ["SGLANG_*"]\n'
+    )
+    accepting = Answering("accept")
+    token = "hf_" + "Q7vK2mZp9LxR4tWn8YcJ3bHs6DfG1aEu5N"
+    judged = {
+        **logging_launch(evil),
+        "env": {"CUDA_VISIBLE_DEVICES": "0,1", "HF_HOME": f"{evil}/hf", "HF_TOKEN": token},
+    }
+    results: list[types.CallToolResult] = []
+
+    async def session() -> None:
+        async with project.client("stdio", elicit=accepting) as client:
+            results.append(await client.call_tool("launch_server", logging_launch(evil)))
+            results.append(await client.call_tool("launch_server", judged))
+
+    anyio.run(session)
+    figures.count("env_injection_variants")
+    figures.count("env_injection_runs", int(canary.exists()))
+    assert not canary.exists()
+    assert results[0].is_error and "no --yes, prompt or glob approves them" in text_of(results[0])
+    [form] = accepting.asked  # only the ordinary names were put to the user
+    assert "CUDA_VISIBLE_DEVICES=0,1" in form and f"HF_HOME={evil}/hf" in form
+    assert token not in form and token[3:11] not in form

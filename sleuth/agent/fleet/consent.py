@@ -44,7 +44,7 @@ def fleet_consent(
     member = args.model_copy(update={"host": known.members[0]}) if whole else args
     config = ctx.host(member.host).config
     raw = args.model_dump()
-    python, env = raw.get("python"), raw.get("env")
+    python, env = args.chosen_python(), raw.get("env")
     request = ApprovalRequest(
         tool=spec.name,
         host=args.host,
@@ -53,11 +53,12 @@ def fleet_consent(
         env=sorted(env) if isinstance(env, dict) else [],
         rules=known.approve,
         rules_from=f"groups.{group}.approve",
+        program=python,
     )
-    return request, decide(request, lambda r: _by_group_rule(r, len(known.members)))
+    return request, decide(request, lambda r: by_group_rule(r, len(known.members)))
 
 
-def _by_group_rule(request: ApprovalRequest, hosts: int) -> ApprovalDecision:
+def by_group_rule(request: ApprovalRequest, hosts: int) -> ApprovalDecision:
     decided = rule_approval(request)
     if decided is not None:
         return decided

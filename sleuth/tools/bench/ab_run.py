@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from sleuth.errors import ErrorKind
 from sleuth.tools.bench.ab import ABAnalysis, Side, abba, analyse
-from sleuth.tools.bench.bench_input import RunBenchmarkInput
+from sleuth.tools.bench.bench_input import RunBenchmarkInput, load_python
 from sleuth.tools.bench.models import BenchRun
 from sleuth.tools.bench.run_benchmark import benchmark
 from sleuth.tools.context import ToolContext
@@ -69,6 +69,10 @@ class ABBenchmarkInput(ToolInput):
     min_effect: float = Field(
         0.0, ge=0.0, lt=1.0, description="Smallest relative change called a difference."
     )
+
+    def chosen_python(self) -> str | None:
+        """The load's `python` (each side's launch is decided as its own launch_server)."""
+        return load_python(self.load)
 
 
 class ABRunRecord(BaseModel):

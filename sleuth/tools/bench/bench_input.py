@@ -21,6 +21,13 @@ MAX_WORDS_IN_FLIGHT = 64_000_000
 LOOPBACK = ("127.0.0.1", "localhost")
 
 
+def load_python(load: dict[str, Any]) -> str | None:
+    """The `python` of run_benchmark inputs another tool runs itself (`load`): the model's
+    choice of program, decided as run_benchmark's own `python` is."""
+    python = load.get("python")
+    return None if python is None else str(python)
+
+
 class RunBenchmarkInput(ToolInput):
     endpoint: str = Field(
         "http://127.0.0.1:30000",

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from sleuth.errors import ErrorKind
-from sleuth.tools.bench.bench_input import RunBenchmarkInput
+from sleuth.tools.bench.bench_input import RunBenchmarkInput, load_python
 from sleuth.tools.bench.goodput import GoodputSearch, render_search, search
 from sleuth.tools.bench.models import BenchRun, PhaseMetrics, Slo
 from sleuth.tools.bench.run_benchmark import benchmark
@@ -32,6 +32,9 @@ class GoodputSearchInput(ToolInput):
     time_budget_s: float = Field(
         600.0, gt=0, le=86_400, description="No probe starts that would likely pass this."
     )
+
+    def chosen_python(self) -> str | None:
+        return load_python(self.load)
 
 
 @tool(mutating=True)

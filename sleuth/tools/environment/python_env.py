@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from sleuth.tools.context import ToolContext
 from sleuth.tools.program_run import read_answer, run_or_fail
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError
 from sleuth.transcripts.results import ToolResult
 
 
@@ -33,10 +32,29 @@ class PythonEnv(BaseModel):
 PYTHON_NAME = re.compile(r"(?:/[^\x00\n]*/)?python[0-9.]*")
 
 
+def interpreter_name(python: str | None) -> str | None:
+    """A read-only tool's `python` must at least be named like an interpreter; whether it may
+    run is consent's (`sleuth/tools/interpreters.py`)."""
+    if python is not None and not PYTHON_NAME.fullmatch(python):
+        raise ValueError(
+            f"python={python!r} is not a Python interpreter; give python3, python3.11 or the "
+            "path of one, e.g. /opt/venv/bin/python"
+        )
+    return python
+
+
 class PythonEnvInput(ToolInput):
     python: str | None = Field(
-        None, description="Interpreter to inspect, e.g. /opt/venv/bin/python; default python3."
+        None,
+        description="Interpreter to inspect, e.g. /opt/venv/bin/python; default the host's. "
+        "One outside the host's configured one runs only if the host vouches for it (outside "
+        "the roots, owned by root or the login user), a rule names it, or a person approves.",
     )
+
+    @field_validator("python")
+    @classmethod
+    def _named_like_python(cls, python: str | None) -> str | None:
+        return interpreter_name(python)
 
 
 @tool()
@@ -50,11 +68,6 @@ def python_env(ctx: ToolContext, args: PythonEnvInput) -> ToolResult:
     """
     sandbox = ctx.host(args.host)
     python = args.python or sandbox.config.python
-    if args.python is not None and not PYTHON_NAME.fullmatch(args.python):
-        raise ToolError(
-            f"python={args.python!r} is not a Python interpreter; give python3, python3.11 or "
-            f"the path of one, e.g. /opt/venv/bin/python"
-        )
     run = run_or_fail(
         sandbox,
         "python_env_probe.py",

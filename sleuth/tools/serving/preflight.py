@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from sleuth.tools.context import ToolContext
-from sleuth.tools.environment.python_env import PYTHON_NAME
+from sleuth.tools.environment.python_env import interpreter_name
 from sleuth.tools.registry import tool
-from sleuth.tools.results import ToolError, cap_output
+from sleuth.tools.results import cap_output
 from sleuth.tools.serving.diagnose import Diagnosis, render
 from sleuth.tools.serving.launch_input import EngineLaunch
 from sleuth.tools.serving.preflight_checks import PreflightCheck, model_checks
@@ -43,6 +43,11 @@ class PreflightReport(BaseModel):
 
 class PreflightInput(EngineLaunch):
     """launch_server's engine options, checked without launching."""
+
+    @field_validator("python")
+    @classmethod
+    def _named_like_python(cls, python: str | None) -> str | None:
+        return interpreter_name(python)
 
 
 def run_preflight(ctx: ToolContext, args: EngineLaunch) -> PreflightReport:
@@ -105,12 +110,6 @@ def preflight(ctx: ToolContext, args: PreflightInput) -> ToolResult:
     launch would get (tp_divisibility, gpu_capability, context_too_long, ...), a confidence,
     and a fix. Read-only; `blocked` true means launch_server would refuse this launch.
     """
-    if args.python is not None and not PYTHON_NAME.fullmatch(args.python):
-        # A read-only tool runs only a Python interpreter; launch_server, approved, may run more.
-        raise ToolError(
-            f"python={args.python!r} is not a Python interpreter; give python3, python3.11 or "
-            "the path of one, e.g. /opt/vllm/bin/python"
-        )
     report = run_preflight(ctx, args)
     text, cut = cap_output(
         "\n".join(render_report(report)), ctx.limits.max_output_bytes, ctx.limits.max_output_lines
