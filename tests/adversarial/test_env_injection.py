@@ -315,5 +315,6 @@ def test_an_mcp_user_cannot_approve_an_engine_variable_and_sees_values_it_judges
     assert not canary.exists()
     assert results[0].is_error and "no --yes, prompt or glob approves them" in text_of(results[0])
     [form] = accepting.asked  # only the ordinary names were put to the user
-    assert "CUDA_VISIBLE_DEVICES=0,1" in form and f"HF_HOME={evil}/hf" in form
+    # The values a person judges, as the form shows every part of a call: escaped JSON.
+    assert '"CUDA_VISIBLE_DEVICES": "0,1"' in form and f'"HF_HOME": "{evil}/hf"' in form
     assert token not in form and token[3:11] not in form
