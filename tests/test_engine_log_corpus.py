@@ -14,37 +14,11 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from sleuth.tools.serving.diagnose_rules import FailureKind
+
 CORPUS = Path(__file__).parent / "fixtures" / "engine_logs"
 
-Kind = Literal[
-    "context_too_long",
-    "kv_cache_too_small",
-    "oom_weights",
-    "oom_activation",
-    "cuda_graph_capture",
-    "host_memory",
-    "unsupported_quantization",
-    "gpu_capability",
-    "unsupported_architecture",
-    "weights_missing",
-    "tp_divisibility",
-    "speculative_config",
-    "bad_argument",
-    "tokenizer_or_template",
-    "driver_mismatch",
-    "nccl",
-    "port_in_use",
-    "engine_missing",
-    "trust_remote_code",
-    "kernel_arch",
-    "oom_serving",
-    "illegal_memory_access",
-    "nccl_timeout",
-    "kv_exhaustion",
-    "no_progress",
-    "no_failure",
-    "unknown",
-]
+Kind = FailureKind  # the corpus is labelled in the diagnoser's own kinds
 
 
 class Entry(BaseModel):

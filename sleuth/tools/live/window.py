@@ -71,69 +71,34 @@ def _counter(
     top, bottom = found
     series = [top] + ([bottom] if bottom else [])
     rise = _delta(spec, start, end, top)
+    value, how = _counter_value(spec, rise, start, end, bottom, seconds)
+    if rise is None:
+        how = f"{top} went down within the window: the engine restarted"
+    return [Figure(name=spec.name, value=value, unit=spec.unit, series=series, how=how)]
+
+
+def _counter_value(
+    spec: Spec,
+    rise: float | None,
+    start: list[Sample],
+    end: list[Sample],
+    bottom: str | None,
+    seconds: float,
+) -> tuple[float | None, str]:
+    """The figure a counter's rise over the window makes, and how it was made."""
     span = f"{seconds:.2f} s"
     if rise is None:
-        return [
-            Figure(
-                name=spec.name,
-                value=None,
-                unit=spec.unit,
-                series=series,
-                how=f"{top} went down within the window: the engine restarted",
-            )
-        ]
+        return None, ""
     if spec.kind == "rate":
-        value = rise / seconds if seconds > 0 else None
-        return [
-            Figure(
-                name=spec.name,
-                value=value,
-                unit=spec.unit,
-                series=series,
-                how=f"increase {rise:g} over {span}",
-            )
-        ]
+        return (rise / seconds if seconds > 0 else None), f"increase {rise:g} over {span}"
     if spec.kind == "increase":
-        return [
-            Figure(
-                name=spec.name,
-                value=rise,
-                unit=spec.unit,
-                series=series,
-                how=f"increase over {span}",
-            )
-        ]
+        return rise, f"increase over {span}"
     under = _delta(spec, start, end, bottom or "")
     if not under:
-        return [
-            Figure(
-                name=spec.name,
-                value=None,
-                unit=spec.unit,
-                series=series,
-                how=f"{bottom} did not increase over {span} (none in the window)",
-            )
-        ]
-    ratio = rise / under
+        return None, f"{bottom} did not increase over {span} (none in the window)"
     if spec.kind == "accept_length":
-        return [
-            Figure(
-                name=spec.name,
-                value=1.0 + ratio,
-                unit=spec.unit,
-                series=series,
-                how=f"1 + {rise:g} accepted / {under:g} drafts over {span}",
-            )
-        ]
-    return [
-        Figure(
-            name=spec.name,
-            value=ratio,
-            unit=spec.unit,
-            series=series,
-            how=f"{rise:g} / {under:g} over {span}",
-        )
-    ]
+        return 1.0 + rise / under, f"1 + {rise:g} accepted / {under:g} drafts over {span}"
+    return rise / under, f"{rise:g} / {under:g} over {span}"
 
 
 def _delta(spec: Spec, start: list[Sample], end: list[Sample], name: str) -> float | None:
