@@ -44,6 +44,28 @@ def only_transcript(folder: Path) -> Path:
     return path
 
 
+def ask_yes(
+    tmp_path: Path, question: str, script: list[dict[str, Any]]
+) -> tuple[dict[str, ApprovalEvent], dict[str, ToolExecuted]]:
+    """`sleuth ask QUESTION --yes` against the scripted model in `tmp_path`: the run's
+    approvals and executed calls by call id."""
+    with ScriptedAPI(script) as api:
+        done = subprocess.run(
+            [*SLEUTH, "ask", question, "--yes", "--json"],
+            cwd=tmp_path,
+            env=sleuth_env(api),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode in (0, 3), done.stderr
+    events = load(only_transcript(tmp_path / "transcripts")).events
+    approvals = {e.call_id: e for e in events if isinstance(e, ApprovalEvent)}
+    executed = {e.call_id: e for e in events if isinstance(e, ToolExecuted)}
+    return approvals, executed
+
+
 def test_yes_does_not_run_an_injected_custom_command(tmp_path: Path) -> None:
     deploy, canary, allowed_canary = tmp_path / "deploy", tmp_path / "PWNED", tmp_path / "RULED"
     deploy.mkdir()

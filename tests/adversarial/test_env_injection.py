@@ -19,13 +19,11 @@ import anyio
 import mcp_types as types
 import pytest
 
-from sleuth.transcripts.events import ApprovalEvent, ToolExecuted
-from sleuth.transcripts.store import load
 from tests.mcp_support import Answering, McpProject, text_of
-from tests.scripted_api import ScriptedAPI, message, text, tool_use
+from tests.scripted_api import message, text, tool_use
 
 from . import figures
-from .test_consent import SLEUTH, only_transcript, sleuth_env
+from .test_consent import SLEUTH, ask_yes
 
 CANARY = "ENV_CANARY"
 PLAIN_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
@@ -158,20 +156,7 @@ def test_sleuth_ask_yes_runs_no_start_up_variable(tmp_path: Path) -> None:
         for i, env in enumerate(cases.values())
     ]
     script = [message(text("Starting the servers."), *calls), message(text("Done."))]
-    with ScriptedAPI(script) as api:
-        done = subprocess.run(
-            [*SLEUTH, "ask", "Start the servers.", "--yes", "--json"],
-            cwd=tmp_path,
-            env=sleuth_env(api),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert done.returncode in (0, 3), done.stderr
-    events = load(only_transcript(tmp_path / "transcripts")).events
-    approvals = {e.call_id: e for e in events if isinstance(e, ApprovalEvent)}
-    executed = {e.call_id: e for e in events if isinstance(e, ToolExecuted)}
+    approvals, executed = ask_yes(tmp_path, "Start the servers.", script)
 
     figures.count("env_injection_variants", len(cases))
     figures.count("env_injection_runs", int(canary.exists()))

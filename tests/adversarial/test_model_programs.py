@@ -35,13 +35,12 @@ from sleuth.hosts.host import LocalHost
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import Fallback, approver_for
 from sleuth.tools.context import ToolContext
-from sleuth.transcripts.events import ApprovalEvent, SessionStarted, ToolExecuted
-from sleuth.transcripts.store import load
+from sleuth.transcripts.events import ApprovalEvent, SessionStarted
 from tests.mcp_support import Answering, McpProject, text_of
-from tests.scripted_api import ScriptedAPI, message, text, tool_use
+from tests.scripted_api import message, text, tool_use
 
 from . import figures
-from .test_consent import SLEUTH, only_transcript, sleuth_env
+from .test_consent import SLEUTH, ask_yes
 
 SandboxFactory = Callable[..., SandboxedHost]
 BENCH = ["goodput_search", "ab_benchmark", "run_benchmark"]
@@ -122,20 +121,7 @@ def test_sleuth_ask_yes_runs_no_python_from_a_model_folder(tmp_path: Path) -> No
         for i, (name, raw) in enumerate(calls.values())
     ]
     script = [message(text("Checking the environment."), *uses), message(text("Done."))]
-    with ScriptedAPI(script) as api:
-        done = subprocess.run(
-            [*SLEUTH, "ask", "Check the environment.", "--yes", "--json"],
-            cwd=tmp_path,
-            env=sleuth_env(api),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert done.returncode in (0, 3), done.stderr
-    events = load(only_transcript(tmp_path / "transcripts")).events
-    approvals = {e.call_id: e for e in events if isinstance(e, ApprovalEvent)}
-    executed = {e.call_id: e for e in events if isinstance(e, ToolExecuted)}
+    approvals, executed = ask_yes(tmp_path, "Check the environment.", script)
 
     figures.count("model_programs_variants", 3)
     figures.count("nested_inputs_variants", 2)
