@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.config import ConfigError, HostConfig, load_settings
+from sleuth.hosts.container.records import image_facts
 from sleuth.hosts.container.target import Target
 
 
@@ -115,6 +116,12 @@ def test_kubectl_pods_are_read_into_one_record_per_container() -> None:
         4, "waiting", "OOMKilled"
     )  # fmt: skip
     assert proxy.engine is None and proxy.state == "running"
+    # Which run of the pod's container a session read: a restart changes it.
+    pod = pods["items"][0]
+    target = Target(runtime="kubectl", namespace="serving", pod="decode-0", container="engine")
+    run = image_facts(target, pod)["started"]
+    pod["status"]["containerStatuses"][0]["restartCount"] = 5
+    assert image_facts(target, pod)["started"] not in ("", run)
     assert toml_lines(engine, "gpu1")[:5] == [
         "[hosts.serving-decode-0]", 'via = "gpu1"', 'runtime = "kubectl"',
         'pod = "serving/decode-0"', 'container = "engine"',

@@ -121,3 +121,27 @@ def test_a_container_replaced_under_its_name_is_never_read_as_the_first(tmp_path
                 host.facts()
         finally:
             ctx.close()
+
+
+def test_a_container_restarted_mid_session_is_reported_not_read_as_the_same_run(
+    tmp_path: Path,
+) -> None:
+    """A restart keeps the container's id and name, so the pinned id does not tell it: the
+    run it began reading is remembered, and once the program has to start again in a new run
+    of the container, every later answer is the restart, said as such."""
+    rootfs = need_podman()
+    with Containers() as boxes:
+        name = boxes.run(rootfs, ["sleep", "infinity"])
+        boxes.exec(name, ["sh", "-c", f"mkdir -p {WORKSPACE} && echo before > {WORKSPACE}/who"])
+        ctx = box_context(name, via_host("local", None, tmp_path), roots=[WORKSPACE])
+        try:
+            args = {"host": "box", "path": f"{WORKSPACE}/who"}
+            first = execute(ctx, "read_lines", args)
+            assert first.ok and "before" in first.output
+            podman("restart", "--time=0", name)
+            for _ in range(2):  # the first call that meets the restart, and every one after
+                later = execute(ctx, "read_lines", args)
+                assert not later.ok, later.output
+                assert "restarted during this session" in str(later.error), later.error
+        finally:
+            ctx.close()

@@ -60,6 +60,8 @@ class ContainerFacts(BaseModel):
     image_id: str = ""
     image_digest: str = ""
     state: str = ""
+    started: str = ""
+    """Which run of the container this is: a restart mid-question is told by its change."""
 
 
 class ContainerHost:
@@ -71,6 +73,9 @@ class ContainerHost:
         self._target: Target | None = None
         self._programs: HostPrograms | None = None
         self._lock = threading.Lock()
+        self._started: str | None = None
+        """The run of the container this session began reading (`ContainerFacts.started`)."""
+        self._restarted: HostError | None = None
 
     # -- the runtime --
 
@@ -86,6 +91,7 @@ class ContainerHost:
                 if runtime != "kubectl":
                     seen = image_facts(target, self._inspect(target))
                     target = target.model_copy(update={"pinned": seen["container_id"] or None})
+                    self._started = seen["started"]
                 self._target = target
             return self._target
 
@@ -215,7 +221,30 @@ class ContainerHost:
     def request(
         self, python: str, head: dict[str, Any], payload: bytes = b"", *, timeout: float
     ) -> Answer:
-        return self.programs.request(python, head, payload, timeout=timeout)
+        programs = self.programs
+        before = programs.starts
+        answer = programs.request(python, head, payload, timeout=timeout)
+        if before and programs.starts != before:  # the program died and was started again
+            self._same_run()
+        if self._restarted is not None:
+            raise self._restarted
+        return answer
+
+    def _same_run(self) -> None:
+        """Refuse, for the rest of the session, a container that restarted since the session
+        first read it: what it answers now is a new run of it, not the one the question
+        began reading (a crash loop, or someone's restart)."""
+        target = self.target
+        now = image_facts(target, self._inspect(target))["started"]
+        if self._started is None:
+            self._started = now
+        elif now != self._started and self._restarted is None:
+            self._restarted = HostError(
+                f"{target.label} on via host {self.via.name!r} restarted during this session "
+                f"(it ran as {self._started!r} and now runs as {now!r}); its answers from now "
+                "on are of a new run of it: ask again in a new session",
+                ErrorKind.HOST,
+            )
 
     # -- what it is --
 
@@ -230,7 +259,10 @@ class ContainerHost:
             pod=f"{target.namespace}/{target.pod}" if target.pod else "",
             context=target.context or "",
         )
-        return facts.model_copy(update=image_facts(target, self._inspect(target)))
+        seen = image_facts(target, self._inspect(target))
+        if self._started is None:
+            self._started = seen["started"]
+        return facts.model_copy(update=seen)
 
     def identify(self) -> HostFacts:
         """The via host, runtime, container or pod and its image (one inspect), and how the

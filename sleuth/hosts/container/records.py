@@ -27,7 +27,8 @@ def _text(value: Any) -> str:
 
 
 def image_facts(target: Target, record: Any) -> dict[str, str]:
-    """Container id, image name, image id and digest, and state."""
+    """Container id, image name, image id and digest, state, and which run of the container
+    this is (`started`: its start time, or a pod container's id and restart count)."""
     found = first(record)
     if target.runtime == "kubectl":
         return _pod_facts(target, found)
@@ -45,6 +46,8 @@ def image_facts(target: Target, record: Any) -> dict[str, str]:
         "image_id": image_id,
         "image_digest": digest,
         "state": _text(state.get("Status")) if isinstance(state, dict) else _text(state),
+        # A restart keeps the id and name but starts the container anew at another time.
+        "started": _text(state.get("StartedAt")) if isinstance(state, dict) else "",
     }
 
 
@@ -64,6 +67,8 @@ def _pod_facts(target: Target, pod: dict[str, Any]) -> dict[str, str]:
         "image_id": image_id,
         "image_digest": digest if digest.startswith("sha256:") else "",
         "state": next(iter(status.get("state") or {}), ""),
+        # A restarted container of a pod gets a new containerID and a higher restartCount.
+        "started": f"{_text(status.get('containerID'))}#{status.get('restartCount', '')}",
     }
 
 
