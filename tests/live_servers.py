@@ -150,7 +150,9 @@ class Moving(_Server):
                 self.acc.inc(self.accepted)
                 self.kv.set((self.steps % 10) / 10 if self.kv_level is None else self.kv_level)
                 self.running.set(self.steps % 7)
-                self.waiting.set(self.steps % 4)
+                # Never 0: a window whose few samples all met an empty queue (a loaded box
+                # ticks late) would leave nothing queued to name.
+                self.waiting.set(1 + self.steps % 3)
                 self.requests.inc()
                 self.ttft.observe(TTFTS[self.steps % len(TTFTS)])
 

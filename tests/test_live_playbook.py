@@ -76,7 +76,7 @@ def test_why_is_ttft_high_names_the_queue_and_the_kv_pool(tmp_path: Path) -> Non
         )
     first = result.findings[0]
     assert first.verdict == "yes" and first.grounded, first
-    # The queue steps 0, 1, 2, 3: any sample of it but the zeros shows requests waiting.
+    # The queue steps 1, 2, 3: every sample of it shows requests waiting.
     assert re.search(r"requests queue \(up to [123] waiting\)", first.claim)
     assert "the KV pool is 95% full at its peak" in first.claim
     quoted = " ".join(e.quote for e in first.evidence)
