@@ -109,3 +109,37 @@ def test_sleuth_diagnose_reads_a_containers_log(exited_engine: str, tmp_path: Pa
     assert len(list((tmp_path / "tr").glob("*.jsonl"))) == 1  # the read is on the record
     usage = sleuth(["diagnose", "--host", "box"], tmp_path)
     assert usage.returncode == 2 and "--container-log" in usage.stderr + usage.stdout
+
+
+SERIES_LOG = Path(__file__).parent / "fixtures" / "live" / "sglang-decode.log"
+"""SGLang decode lines with accept len (https://github.com/sgl-project/sgl-kernel-npu/pull/608,
+as tests/fixtures/live/SOURCES.md says)."""
+
+
+def test_engine_log_series_reads_a_containers_log_as_it_reads_the_file(
+    tmp_path: Path, sshd: SSHServer
+) -> None:
+    """The engine's periodic lines, printed by the container to stdout and stderr, make the
+    same series as the same lines read from a file: every point, and the summary's mean
+    accept length over the window."""
+    rootfs = need_podman()
+    (tmp_path / "engine.log").write_bytes(SERIES_LOG.read_bytes())
+    (tmp_path / "writer.py").write_text(WRITER.replace("sys.exit(1)", "sys.exit(0)"))
+    with Containers() as boxes:
+        name = boxes.run(rootfs, ["python3", "/log/writer.py"], volumes={"/log": tmp_path})
+        boxes.wait(name)
+        context = box_context(name, via_host("ssh", sshd, tmp_path))
+        context.hosts["local"].config.roots = [str(SERIES_LOG.parent)]
+        try:
+            as_file = execute(
+                context, "engine_log_series", {"host": "local", "path": str(SERIES_LOG)}
+            )
+            boxed = execute(context, "engine_log_series", {"host": "box", "container_log": True})
+        finally:
+            context.close()
+    assert as_file.ok and boxed.ok, boxed.error
+    assert boxed.data["source"] == f"log of podman:{name}"
+    assert boxed.data["points"] == as_file.data["points"] and boxed.data["points"]
+    assert boxed.data["summary"] == as_file.data["summary"]
+    lengths = [f for f in boxed.data["summary"] if "accept" in f["name"] and "len" in f["name"]]
+    assert lengths and lengths[0]["value"] is not None

@@ -1,5 +1,6 @@
 """engine_log_series: an engine's periodic statistics lines as a time series, from its log
-file or systemd journal, for engines whose /metrics is off or to see what it logged."""
+file, systemd journal or container log, for engines whose /metrics is off or to see what it
+logged."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from sleuth.tools.live.render import figure_line
 from sleuth.tools.registry import ToolInput, tool
 from sleuth.tools.results import cap_output
 from sleuth.tools.serving.diagnose_lines import split_lines
-from sleuth.tools.serving.log_source import UNIT_NAME, read_journal, read_log_file
+from sleuth.tools.serving.log_source import (
+    UNIT_NAME,
+    read_container_log,
+    read_journal,
+    read_log_file,
+)
 from sleuth.transcripts.results import ToolResult
 
 SHOWN_POINTS = 60
@@ -27,6 +33,15 @@ class EngineLogSeriesInput(ToolInput):
     unit: str | None = Field(
         None, description="Or a systemd unit whose journal to read, e.g. sglang.service"
     )
+    container_log: bool = Field(
+        False,
+        description="Or the log of the host's container or pod (`docker|podman|nerdctl logs`, "
+        "`kubectl logs`): the host must be a container or pod host",
+    )
+    previous: bool = Field(
+        False,
+        description="With container_log on a pod: its container's log before the last restart",
+    )
     lines: int = Field(20000, ge=10, le=200000, description="How many last lines to read")
     last_s: float | None = Field(
         None, gt=0, description="Only the last N seconds before the newest dated line"
@@ -34,8 +49,13 @@ class EngineLogSeriesInput(ToolInput):
 
     @model_validator(mode="after")
     def _one_source(self) -> EngineLogSeriesInput:
-        if (self.path is None) == (self.unit is None):
-            raise ValueError("give exactly one of path (a log file) or unit (a systemd unit)")
+        if (self.path is not None) + (self.unit is not None) + self.container_log != 1:
+            raise ValueError(
+                "give exactly one of path (a log file), unit (a systemd unit) or "
+                "container_log=true (the host's container or pod)"
+            )
+        if self.previous and not self.container_log:
+            raise ValueError("previous reads a pod's earlier log: set container_log=true too")
         if self.unit is not None and (not UNIT_NAME.match(self.unit) or self.unit.startswith("-")):
             raise ValueError(f"unit {self.unit!r} is not a systemd unit name")
         return self
@@ -58,7 +78,8 @@ def engine_log_series(ctx: ToolContext, args: EngineLogSeriesInput) -> ToolResul
     ('Decode out of memory happened. #retracted_reqs'); vLLM's 'Avg prompt throughput ...'
     lines (running, waiting, GPU KV cache usage, prefix cache hit rate), 'SpecDecoding
     metrics' lines and preemption warnings. Use it when SGLang runs without --enable-metrics,
-    or to see the history the log holds. last_s keeps the last N seconds before the newest
+    or to see the history the log holds; on a container or pod host, container_log=true reads
+    the container's own log. last_s keeps the last N seconds before the newest
     dated line. Returns the points (each with its line number and line) and a summary whose
     every figure names the lines and field it was computed from (a line several SGLang ranks
     logged in the same second counted once). Read-only.
@@ -66,6 +87,8 @@ def engine_log_series(ctx: ToolContext, args: EngineLogSeriesInput) -> ToolResul
     host = ctx.host(args.host)
     if args.path is not None:
         source, text, argv = read_log_file(host, args.path)
+    elif args.container_log:
+        source, text, argv = read_container_log(host, args.lines, args.previous)
     else:
         source, text, argv = read_journal(host, args.unit or "", args.lines)
     lines = split_lines(text)[-args.lines :]

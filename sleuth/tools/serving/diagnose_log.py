@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from sleuth.hosts.host import HostError
-from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.context import ToolContext
 from sleuth.tools.registry import ToolInput, tool
-from sleuth.tools.results import ToolError, cap_output
+from sleuth.tools.results import cap_output
 from sleuth.tools.serving.diagnose import Diagnosis, diagnose, render
 from sleuth.tools.serving.diagnose_facts import Engine
 from sleuth.tools.serving.diagnose_lines import split_lines
-from sleuth.tools.serving.log_source import UNIT_NAME, read_journal, read_log_file
+from sleuth.tools.serving.log_source import (
+    UNIT_NAME,
+    read_container_log,
+    read_journal,
+    read_log_file,
+)
 from sleuth.transcripts.results import ToolResult
 
 
@@ -80,31 +83,12 @@ def diagnose_log(ctx: ToolContext, args: DiagnoseLogInput) -> ToolResult:
     if args.path is not None:
         source, text, argv = read_log_file(host, args.path)
     elif args.container_log:
-        source, text, argv = _read_container(host, args.lines, args.previous)
+        source, text, argv = read_container_log(host, args.lines, args.previous)
     else:
         source, text, argv = read_journal(host, args.unit or "", args.lines)
     lines = split_lines(text)[-args.lines :]
     found = diagnose(lines, engine=args.engine)
     return _result(ctx, source, len(lines), found, argv)
-
-
-def _read_container(
-    host: SandboxedHost, lines: int, previous: bool
-) -> tuple[str, str, list[list[str]]]:
-    from sleuth.hosts.container.host import ContainerHost  # paramiko: only for a container
-
-    box = host.host
-    if not isinstance(box, ContainerHost):
-        raise ToolError(
-            f"host {host.name!r} is not a container or pod host, so it has no container log; "
-            "give the log file as `path`, or a systemd unit as `unit`"
-        )
-    try:
-        text, run = box.logs(lines, previous=previous)
-    except HostError as exc:
-        raise ToolError(str(exc), exc.kind) from exc
-    which = "previous log" if previous else "log"
-    return f"{which} of {box.target.label}", text, [run.argv]
 
 
 def _result(

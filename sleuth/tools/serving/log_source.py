@@ -1,5 +1,6 @@
-"""Where a server's log is read from: the end of a file inside the host's roots, or a systemd
-unit's journal. diagnose_log and engine_log_series read logs this one way."""
+"""Where a server's log is read from: the end of a file inside the host's roots, a systemd
+unit's journal, or a container's or pod's own log. diagnose_log and engine_log_series read
+logs this one way."""
 
 from __future__ import annotations
 
@@ -43,3 +44,22 @@ def read_journal(host: SandboxedHost, unit: str, lines: int) -> tuple[str, str, 
         err = run.stderr.decode(errors="replace").strip()[-500:]
         raise ToolError(f"journalctl failed on host {host.name!r} (exit {run.exit_code}): {err}")
     return f"journal of {unit}", run.stdout.decode(errors="replace"), [run.argv]
+
+
+def read_container_log(
+    host: SandboxedHost, lines: int, previous: bool
+) -> tuple[str, str, list[list[str]]]:
+    from sleuth.hosts.container.host import ContainerHost  # paramiko: only for a container
+
+    box = host.host
+    if not isinstance(box, ContainerHost):
+        raise ToolError(
+            f"host {host.name!r} is not a container or pod host, so it has no container log; "
+            "give the log file as `path`, or a systemd unit as `unit`"
+        )
+    try:
+        text, run = box.logs(lines, previous=previous)
+    except HostError as exc:
+        raise ToolError(str(exc), exc.kind) from exc
+    which = "previous log" if previous else "log"
+    return f"{which} of {box.target.label}", text, [run.argv]
