@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import write_results  # noqa: E402
 from sleuth.agent.calls import execute  # noqa: E402
-from sleuth.config import HostConfig, Limits  # noqa: E402
+from sleuth.config import ApprovalRules, HostConfig, Limits  # noqa: E402
 from sleuth.hosts.host import LocalHost  # noqa: E402
 from sleuth.hosts.policy import SandboxedHost  # noqa: E402
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest  # noqa: E402
@@ -127,7 +127,11 @@ def main() -> None:
     opts = ap.parse_args()
     env = EngineEnv.ensure()
     tmp = Path(tempfile.mkdtemp(prefix="engine-bench-"))
-    config = HostConfig(roots=[str(env.root)], allow=["launch_server", "run_benchmark"])
+    config = HostConfig(
+        roots=[str(env.root)],
+        allow=["launch_server", "run_benchmark"],
+        approve=ApprovalRules(env=["VLLM_CACHE_ROOT"]),  # code the engine loads: named exactly
+    )
     ctx = ToolContext(
         hosts={"local": SandboxedHost("local", LocalHost(), config, Limits())},
         approver=approve,

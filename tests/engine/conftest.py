@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sleuth.config import HostConfig, Limits
+from sleuth.config import ApprovalRules, HostConfig, Limits
 from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
@@ -75,7 +75,10 @@ def remote_context(
             user_known_hosts=sshd.known_hosts_path,
         )
         host.stat("/")
-        config = HostConfig(ssh=sshd.alias, roots=list(roots), allow=MUTATING)
+        # VLLM_CACHE_ROOT (the compile cache the tests keep) names code the engine loads: only
+        # a rule that names it exactly approves it, whatever the approver says.
+        code = ApprovalRules(env=["VLLM_CACHE_ROOT"])
+        config = HostConfig(ssh=sshd.alias, roots=list(roots), allow=MUTATING, approve=code)
         ctx = ToolContext(
             hosts={"gpu": SandboxedHost("gpu", host, config, Limits())},
             approver=approve,

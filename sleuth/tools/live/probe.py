@@ -82,7 +82,9 @@ def probe(
         "key_rules": json.loads(RULES),
     }
     pages = len(PATHS) * max(1, len(targets or []) + len(pids or []) + len(ports or []))
-    timeout = window_s + PAGE_TIMEOUT_S * (pages + 2) + 10.0
+    # A page may take its whole timeout and one last read past it (a starved engine answers
+    # slowly, but answers): the cap is only there to end a probe that hangs.
+    timeout = window_s + 2 * PAGE_TIMEOUT_S * (pages + 2) + 30.0
     run = sandbox.run_program(
         "engine_probe.py", [], secrets=request, timeout=timeout, max_bytes=ANSWER_CAP
     )
