@@ -4,61 +4,28 @@ logged."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from sleuth.tools.context import ToolContext
 from sleuth.tools.live.log_lines import LogPoint, points
 from sleuth.tools.live.log_summary import in_window, summary
 from sleuth.tools.live.models import Figure
 from sleuth.tools.live.render import figure_line
-from sleuth.tools.registry import ToolInput, tool
+from sleuth.tools.registry import tool
 from sleuth.tools.results import cap_output
 from sleuth.tools.serving.diagnose_lines import split_lines
-from sleuth.tools.serving.log_source import (
-    UNIT_NAME,
-    read_container_log,
-    read_journal,
-    read_log_file,
-)
+from sleuth.tools.serving.log_source import LogSourceInput, read_log
 from sleuth.transcripts.results import ToolResult
 
 SHOWN_POINTS = 60
 """The newest points written out in the text; all of them are in the data."""
 
 
-class EngineLogSeriesInput(ToolInput):
-    path: str | None = Field(
-        None, description="Log file on the host (inside its roots), e.g. /var/log/sglang.log"
-    )
-    unit: str | None = Field(
-        None, description="Or a systemd unit whose journal to read, e.g. sglang.service"
-    )
-    container_log: bool = Field(
-        False,
-        description="Or the log of the host's container or pod (`docker|podman|nerdctl logs`, "
-        "`kubectl logs`): the host must be a container or pod host",
-    )
-    previous: bool = Field(
-        False,
-        description="With container_log on a pod: its container's log before the last restart",
-    )
+class EngineLogSeriesInput(LogSourceInput):
     lines: int = Field(20000, ge=10, le=200000, description="How many last lines to read")
     last_s: float | None = Field(
         None, gt=0, description="Only the last N seconds before the newest dated line"
     )
-
-    @model_validator(mode="after")
-    def _one_source(self) -> EngineLogSeriesInput:
-        if (self.path is not None) + (self.unit is not None) + self.container_log != 1:
-            raise ValueError(
-                "give exactly one of path (a log file), unit (a systemd unit) or "
-                "container_log=true (the host's container or pod)"
-            )
-        if self.previous and not self.container_log:
-            raise ValueError("previous reads a pod's earlier log: set container_log=true too")
-        if self.unit is not None and (not UNIT_NAME.match(self.unit) or self.unit.startswith("-")):
-            raise ValueError(f"unit {self.unit!r} is not a systemd unit name")
-        return self
 
 
 class LogSeries(BaseModel):
@@ -85,12 +52,7 @@ def engine_log_series(ctx: ToolContext, args: EngineLogSeriesInput) -> ToolResul
     logged in the same second counted once). Read-only.
     """
     host = ctx.host(args.host)
-    if args.path is not None:
-        source, text, argv = read_log_file(host, args.path)
-    elif args.container_log:
-        source, text, argv = read_container_log(host, args.lines, args.previous)
-    else:
-        source, text, argv = read_journal(host, args.unit or "", args.lines)
+    source, text, argv = read_log(host, args, args.lines)
     lines = split_lines(text)[-args.lines :]
     found = in_window(points(lines), args.last_s)
     series = LogSeries(

@@ -6,13 +6,63 @@ from __future__ import annotations
 
 import re
 
+from pydantic import Field, model_validator
+
 from sleuth.hosts.host import HostError
 from sleuth.hosts.policy import SandboxedHost
+from sleuth.tools.registry import ToolInput
 from sleuth.tools.results import ToolError
 
 TAIL_BYTES = 1 << 20
 """At most this much of the end of a log file is read: the failure is at the end."""
 UNIT_NAME = re.compile(r"^[A-Za-z0-9@_.:\\-]+$")
+
+
+class LogSourceInput(ToolInput):
+    """Where a tool reads a server's log: exactly one of a file, a unit or the container."""
+
+    path: str | None = Field(
+        None, description="Log file on the host (inside its roots), e.g. /var/log/vllm.log"
+    )
+    unit: str | None = Field(
+        None,
+        description="systemd unit whose journal to read instead, e.g. vllm.service "
+        "(needs journalctl on the host)",
+    )
+    container_log: bool = Field(
+        False,
+        description="Read the log of the host's container or pod instead (`docker|podman|"
+        "nerdctl logs`, `kubectl logs`): the host must be a container or pod host",
+    )
+    previous: bool = Field(
+        False,
+        description="With container_log on a pod: the log of its container before the last "
+        "restart (`kubectl logs --previous`), where a crash loop keeps its failure",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LogSourceInput:
+        if (self.path is not None) + (self.unit is not None) + self.container_log != 1:
+            raise ValueError(
+                "give exactly one of path (a log file), unit (a systemd unit) or "
+                "container_log=true (the host's container or pod)"
+            )
+        if self.previous and not self.container_log:
+            raise ValueError("previous reads a pod's earlier log: set container_log=true too")
+        if self.unit is not None and (not UNIT_NAME.match(self.unit) or self.unit.startswith("-")):
+            raise ValueError(f"unit {self.unit!r} is not a systemd unit name")
+        return self
+
+
+def read_log(
+    host: SandboxedHost, args: LogSourceInput, lines: int
+) -> tuple[str, str, list[list[str]]]:
+    """The log `args` names: where it was read, its text (the end of it), the commands run."""
+    if args.path is not None:
+        return read_log_file(host, args.path)
+    if args.container_log:
+        return read_container_log(host, lines, args.previous)
+    return read_journal(host, args.unit or "", lines)
 
 
 def read_log_file(host: SandboxedHost, asked: str) -> tuple[str, str, list[list[str]]]:
