@@ -129,8 +129,8 @@ def context(root: Path, prom: PrometheusServer | None = None) -> ToolContext:
 
 
 @pytest.mark.xfail(
-    reason="open (#41): in 2 of 3 engine-tier runs on the merged tree engine_probe ran past its "
-    "cap (60 s, then 120 s) during window_s=10 while the CPU vLLM served this load; it passed "
+    reason="open (#41): in 3 of 4 engine-tier runs on the merged tree this test failed (twice "
+    "engine_probe ran past its cap, 60 s then 120 s, during window_s=10 under load); it passed "
     "on the branch (199.2 tok/s against 200.6). Not yet found where the probe waits.",
     strict=False,
 )
