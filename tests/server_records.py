@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +105,14 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+@contextmanager
+def running(argv: list[str], **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """A process for a test to name in a record or find on the host, killed after."""
+    proc = subprocess.Popen(argv, **popen)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()

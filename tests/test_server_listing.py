@@ -27,18 +27,14 @@ from sleuth.tools.approval import deny_all
 from sleuth.tools.context import ToolContext
 from sleuth.tools.results import ToolError
 from sleuth.tools.serving.ctl import ANSWER_CAP, Listing, LogText, ctl
-from tests.server_records import Records, local_or_remote, local_state, state_of
+from tests.server_records import Records, local_or_remote, local_state, running, state_of
 
 
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     """A live process, for a record that server_ctl must see as a running server."""
-    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    try:
+    with running(["sleep", "60"], start_new_session=True) as proc:
         yield proc
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(params=["local", "remote"])

@@ -29,7 +29,7 @@ from sleuth.hosts.policy import SandboxedHost
 from sleuth.tools.approval import deny_all
 from sleuth.tools.context import ToolContext
 from tests.mcp_support import McpProject, text_of
-from tests.server_records import Records, local_or_remote, state_of
+from tests.server_records import Records, local_or_remote, running, state_of
 from tests.sshd import SSHServer
 
 from . import figures
@@ -64,12 +64,8 @@ def keyed_server(root: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A process that looks like SGLang started with an API key, working in the roots."""
     argv = [sys.executable, "-c", "import time; time.sleep(120)", "sglang.launch_server"]
     argv += ["--model-path", str(root), f"--api-key={KEY}", "--tp-size", "2"]
-    proc = subprocess.Popen(argv, cwd=root)
-    try:
+    with running(argv, cwd=root) as proc:
         yield proc
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(params=["local", "remote"])

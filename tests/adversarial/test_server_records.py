@@ -33,7 +33,7 @@ from sleuth.tools.approval import ApprovalDecision, ApprovalRequest
 from sleuth.tools.context import ToolContext
 from sleuth.tools.serving.ctl import Stopped, ctl
 from tests.mcp_support import McpProject, text_of
-from tests.server_records import Records, local_or_remote, pid_alive, state_of
+from tests.server_records import Records, local_or_remote, pid_alive, running, state_of
 from tests.sshd import SSHServer
 
 from . import figures
@@ -49,12 +49,8 @@ def approve(request: ApprovalRequest) -> ApprovalDecision:
 @pytest.fixture
 def victim() -> Iterator[subprocess.Popen[bytes]]:
     """A process of the login user's that a planted record names as its server."""
-    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    try:
+    with running(["sleep", "60"], start_new_session=True) as proc:
         yield proc
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture
