@@ -128,12 +128,6 @@ def context(root: Path, prom: PrometheusServer | None = None) -> ToolContext:
     return ToolContext(hosts={"local": host}, prometheus=settings)
 
 
-@pytest.mark.xfail(
-    reason="open (#41): in 3 of 4 engine-tier runs on the merged tree this test failed (twice "
-    "engine_probe ran past its cap, 60 s then 120 s, during window_s=10 under load); it passed "
-    "on the branch (199.2 tok/s against 200.6). Not yet found where the probe waits.",
-    strict=False,
-)
 def test_engine_status_reads_an_operator_started_vllm_and_its_rates_under_load(
     operator_vllm: Operator, tmp_path: Path
 ) -> None:

@@ -44,7 +44,7 @@ class PipeChannel:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                start_new_session=True,
+                process_group=0,  # what a timeout kills; why not a session: LocalHost.run
             )
         except FileNotFoundError:
             self.proc = subprocess.Popen(["false"])  # an exit status for a missing runtime
