@@ -66,7 +66,9 @@ def test_named_questions_give_what_prometheus_gives_for_the_same_promql(
         assert "rate(vllm:request_success_total[30s])" in data["promql"]
         assert values[0] > 0
     if question == "acceptance_length":
-        assert values == [4.0]  # every draft of 4 tokens had 3 accepted
+        # Every draft of 4 tokens had 3 accepted. Approximate: PromQL divides two
+        # extrapolated rates, and (3nf)/(nf) is not always 3.0 in floating point.
+        assert values == [pytest.approx(4.0, rel=1e-9)]
     if question.startswith("ttft"):
         assert "vllm:time_to_first_token_seconds_bucket" in data["promql"]
 
