@@ -97,7 +97,9 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
             if engine == "vllm"
             else rules.sglang_mem_fraction(spec.memory_mib, s["tp"], s["pp"], shape.mla).value
         )
-    links = topology(s["tp"], 1, "auto", spec.nvlink, spec.key)
+    links = topology(
+        s["tp"], s.get("nodes") or 1, s.get("interconnect") or "auto", spec.nvlink, spec.key
+    )
     setup = EngineSetup(
         engine=engine,
         rules=rules_name,
@@ -115,8 +117,8 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
         act_elem=act,
         enforce_eager=bool(s.get("enforce_eager")),
         online_fp8=online_fp8(s.get("quantization"), _declared(model)),
-        custom_all_reduce=links.custom_all_reduce,
-        measured_links=links.nvlink,
+        custom_all_reduce=links.custom_all_reduce and not s.get("disable_custom_all_reduce"),
+        measured_links=links.nvlink and links.nodes == 1,
         links_why=links.why,
     )
     return setup, shape, weights_per_gpu(model, shape, setup)
