@@ -17,7 +17,12 @@ from typing import Any
 
 from sleuth.tools.capacity import rules
 from sleuth.tools.capacity.accounting import KvAccount, account
-from sleuth.tools.capacity.engine_setup import EngineSetup, default_batch, vllm_rules
+from sleuth.tools.capacity.engine_setup import (
+    EngineSetup,
+    default_batch,
+    sglang_rules,
+    vllm_rules,
+)
 from sleuth.tools.capacity.gpus import lookup
 from sleuth.tools.capacity.model import ModelShape, max_context, model_shape
 from sleuth.tools.capacity.online_quant import online_fp8
@@ -95,6 +100,8 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
         fraction = (
             0.9
             if engine == "vllm"
+            else rules.sglang_04_mem_fraction(s["tp"]).value
+            if rules_name == "sglang-0.4"
             else rules.sglang_mem_fraction(spec.memory_mib, s["tp"], s["pp"], shape.mla).value
         )
     links = topology(
@@ -135,7 +142,7 @@ def _config(model: dict[str, Any]) -> dict[str, Any]:
 
 def _rules(case: dict[str, Any]) -> str:
     if case["engine"] == "sglang":
-        return "sglang-0.5"
+        return sglang_rules(case.get("version"))
     if case.get("vllm_generation") == "v0":
         return "v0"
     return vllm_rules(case.get("version") or "0.10")  # V1 threads predate 0.21

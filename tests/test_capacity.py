@@ -752,6 +752,30 @@ def test_the_questions_version_wins_and_an_old_release_is_said_plainly(models: P
     assert sg["engine_version"]["older"] and "older than the rules" in sg["_output"]
 
 
+def test_sglang_before_0_4_5_takes_its_own_default_fraction_and_names_the_rules(
+    models: Path,
+) -> None:
+    """sglang 0.4.3.post4 server_args.py: the default --mem-fraction-static is 0.81 at tp 8;
+    0.5.x reserves by GPU size instead (0.874 on an H100): the same launch differs."""
+    old = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.3.post4")
+    new = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.5.9")
+    assert (old["engine_version"]["rules"], new["engine_version"]["rules"]) == (
+        "sglang-0.4",
+        "sglang-0.5",
+    )
+    assert old["pool"]["mem_fraction"] == 0.81
+    assert new["pool"]["mem_fraction"] != 0.81
+    assert old["max_kv_tokens"] < new["max_kv_tokens"]
+    assert "rules sglang-0.4 applied" in old["_output"]
+    assert "sglang 0.4.3.post4 python/sglang/srt/server_args.py" in old["rules_from"]
+    given = {"mem_fraction": 0.85}  # the pool rule itself reads the same in both releases
+    same = [
+        plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version=v, **given)
+        for v in ("0.4.3.post4", "0.5.9")
+    ]
+    assert same[0]["max_kv_tokens"] == same[1]["max_kv_tokens"]
+
+
 # ------------------------------------------------------------ links: custom all-reduce (issue 43)
 
 

@@ -17,12 +17,14 @@ from sleuth.tools.capacity.quant_rules import _version
 from sleuth.tools.capacity.rules import GIB
 
 VllmRules = Literal["v0", "v1-0.19", "v1-0.32"]
+SglangRules = Literal["sglang-0.4", "sglang-0.5"]
 
 
 class EngineSetup(BaseModel):
     engine: Literal["vllm", "sglang"]
     rules: str
-    """vLLM: v0 | v1-0.19 | v1-0.32 (see `vllm_rules`); SGLang: sglang-0.5."""
+    """vLLM: v0 | v1-0.19 | v1-0.32 (see `vllm_rules`); SGLang: sglang-0.4 | sglang-0.5
+    (see `sglang_rules`)."""
     device: Literal["gpu", "cpu"] = "gpu"
     tp: int = 1
     pp: int = 1
@@ -82,7 +84,7 @@ class EngineVersion(BaseModel):
     source: Literal["question", "host", "assumed"]
     """engine_version in the question, the engine installed on the host, or assumed newest."""
     rules: str
-    """The accounting applied: vLLM v0 | v1-0.19 | v1-0.32, SGLang sglang-0.5."""
+    """The accounting applied: vLLM v0 | v1-0.19 | v1-0.32, SGLang sglang-0.4 | sglang-0.5."""
     older: bool = False
     """The release is older than the rules model faithfully (vLLM V0, SGLang before 0.5)."""
     note: str
@@ -90,8 +92,22 @@ class EngineVersion(BaseModel):
 
 
 SGLANG_OLDEST = (0, 5)
-"""SGLang's reserve rule (memory_hook.py reserved_mem) as modelled was read from 0.5.x; before
-0.5 the static fraction was taken from the memory free at start (profile_max_num_token)."""
+"""SGLang's reserve rule (memory_hook.py reserved_mem) as modelled was read from 0.5.x."""
+SGLANG_TP_TABLE_UNTIL = (0, 4, 5)
+"""The last releases whose default --mem-fraction-static is the tensor-parallel table alone:
+read in sglang 0.4.3.post4 and 0.4.4.post4 python/sglang/srt/server_args.py
+ServerArgs.__post_init__; 0.4.5 gates the table on GPUs of at most 81920 MiB and 0.4.7.post1
+replaced it with a reserve by GPU size."""
+
+
+def sglang_rules(version: str | None) -> SglangRules:
+    """Which SGLang accounting a release follows: the KV pool rule (profile_max_num_token:
+    free memory after the load less (1 - fraction) x the free memory before it) reads the same
+    in 0.4.3.post4 (model_runner.py), 0.5.1 (model_runner.py) and 0.5.10.post1
+    (model_runner_kv_cache_mixin.py); the default fraction is what differs before 0.4.5."""
+    if version and _version(version) < SGLANG_TP_TABLE_UNTIL:
+        return "sglang-0.4"
+    return "sglang-0.5"
 
 
 def engine_version(engine: str, asked: str | None, installed: str | None) -> EngineVersion:
@@ -106,18 +122,7 @@ def engine_version(engine: str, asked: str | None, installed: str | None) -> Eng
         "assumed": "no version given and none found on the host: the newest rules assumed",
     }[source]
     if engine == "sglang":
-        name = f"sglang {version}" if version else "sglang (version unknown)"
-        old = bool(version) and _version(version or "") < SGLANG_OLDEST
-        note = f"{name}, {where}; rules of sglang 0.5.x applied" + (
-            ". This release is older than the rules Sleuth models (SGLang before 0.5 sized "
-            "its pool from the memory free at start, not the 0.5 reserve rule): the KV figures "
-            "may be off by more than the stated spread"
-            if old
-            else ""
-        )
-        return EngineVersion(
-            version=version, source=source, rules="sglang-0.5", older=old, note=note
-        )
+        return _sglang_version(version, source, where)
     rules = vllm_rules(version)
     name = f"vllm {version}" if version else "vllm (version unknown)"
     note = f"{name}, {where}; accounting {rules} applied" + (
@@ -128,6 +133,32 @@ def engine_version(engine: str, asked: str | None, installed: str | None) -> Eng
     )
     return EngineVersion(
         version=version, source=source, rules=rules, older=rules == "v0", note=note
+    )
+
+
+def _sglang_version(
+    version: str | None, source: Literal["question", "host", "assumed"], where: str
+) -> EngineVersion:
+    name = f"sglang {version}" if version else "sglang (version unknown)"
+    rules = sglang_rules(version)
+    old = bool(version) and _version(version or "") < SGLANG_OLDEST
+    if rules == "sglang-0.4":
+        what = (
+            "; rules sglang-0.4 applied: the default --mem-fraction-static from that release's "
+            "tensor-parallel table (0.88, 0.87 at tp 2, 0.85 at 4, 0.81 at 8, 0.79 at 16), the "
+            "KV pool rule as in 0.5. Other 0.5.x terms (the memory in use before the load) "
+            "were not read for it"
+        )
+    else:
+        what = "; rules of sglang 0.5.x applied" + (
+            ". This release is older than the rules Sleuth models (its default "
+            "--mem-fraction-static was another rule): the KV figures may be off by more than "
+            "the stated spread"
+            if old
+            else ""
+        )
+    return EngineVersion(
+        version=version, source=source, rules=rules, older=old, note=f"{name}, {where}{what}"
     )
 
 

@@ -250,6 +250,22 @@ def sglang_mem_fraction(gpu_mib: int, tp: int, pp: int, mla: bool) -> MemoryFrac
     )
 
 
+SG04_MEM_FRACTION = Rule(
+    source="sglang 0.4.3.post4 python/sglang/srt/server_args.py ServerArgs.__post_init__",
+    quote="if self.mem_fraction_static is None: if self.tp_size >= 16: 0.79 elif >= 8: 0.81 "
+    "elif >= 4: 0.85 elif >= 2: 0.87 else: 0.88",
+)
+
+
+def sglang_04_mem_fraction(tp: int) -> MemoryFraction:
+    """SGLang before 0.4.5: the default --mem-fraction-static by tensor-parallel size alone."""
+    value = next(
+        f for least, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)) if tp >= least
+    )
+    detail = f"SGLang 0.4.x default at tp {tp}: {value} (the release's tensor-parallel table)"
+    return MemoryFraction(value=value, default=True, detail=detail, rules=[SG04_MEM_FRACTION])
+
+
 def _sglang_capacity_defaults(gpu_mib: int, tp: int) -> tuple[int, int]:
     """chunked_prefill_size and decode cuda-graph max batch per GPU size (memory_hook.py:89-166)."""
     if gpu_mib < 20 * 1024:

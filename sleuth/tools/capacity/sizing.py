@@ -17,6 +17,7 @@ from sleuth.tools.capacity.engine_setup import (
     capture_limit,
     default_batch,
     default_block_size,
+    sglang_rules,
     vllm_rules,
 )
 from sleuth.tools.capacity.gpus import GpuSpec
@@ -78,7 +79,7 @@ def size(
     )
     elem, fp4 = rules.kv_dtype_bytes(args.kv_cache_dtype, shape.dtype)
     cell = _kv_cell(args, shape, elem, fp4, draft_layers)
-    fraction = _mem_fraction(args, shape, gpu)
+    fraction = _mem_fraction(args, shape, gpu, args.engine_version or installed)
     model_max, derivation = max_context(shape)
     context = args.context_length or model_max or 0
     if not context:
@@ -140,7 +141,7 @@ def engine_setup(
     act = 4 if str(shape.dtype).lower() in ("float32", "fp32") else 2
     return EngineSetup(
         engine=args.engine,
-        rules="sglang-0.5" if args.engine == "sglang" else vllm_rules(version),
+        rules=sglang_rules(version) if args.engine == "sglang" else vllm_rules(version),
         device=device,
         tp=args.tp,
         pp=args.pp,
@@ -180,11 +181,15 @@ def _kv_cell(
     return rules.vllm_kv_cell(kv_shape, args.tp, elem, draft_layers)
 
 
-def _mem_fraction(args: CapacityInput, shape: ModelShape, gpu: GpuSpec) -> rules.MemoryFraction:
+def _mem_fraction(
+    args: CapacityInput, shape: ModelShape, gpu: GpuSpec, version: str | None
+) -> rules.MemoryFraction:
     if args.mem_fraction is not None:
         return rules.MemoryFraction(
             value=args.mem_fraction, default=False, detail=f"given: {args.mem_fraction}", rules=[]
         )
+    if args.engine == "sglang" and sglang_rules(version) == "sglang-0.4":
+        return rules.sglang_04_mem_fraction(args.tp)
     if args.engine == "sglang":
         return rules.sglang_mem_fraction(gpu.memory_mib, args.tp, args.pp, shape.mla)
     return rules.vllm_mem_fraction()
