@@ -56,7 +56,8 @@ class EngineSetup(BaseModel):
     custom_all_reduce: bool = True
     """The engine runs custom all-reduce for the tp group (topology.py); its buffers count."""
     measured_links: bool = True
-    """The tp group's links are those the non-torch figure was measured on (one node, NVLink)."""
+    """The tp group is of the kind the non-torch figure was measured on: one node of
+    NVSwitch-connected Hopper/Blackwell GPUs (vllm_profile.measured_like)."""
     links_why: str = ""
     """The topology rule's verdict, for the term's text."""
 

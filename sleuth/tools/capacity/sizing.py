@@ -27,6 +27,7 @@ from sleuth.tools.capacity.plan import CapacityInput
 from sleuth.tools.capacity.quant_rules import engine_method
 from sleuth.tools.capacity.rules import GIB, MIB
 from sleuth.tools.capacity.topology import Topology, topology
+from sleuth.tools.capacity.vllm_profile import measured_like
 from sleuth.tools.capacity.weights import WeightShare, weights_per_gpu
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.results import ToolError
@@ -162,7 +163,7 @@ def engine_setup(
         draft_layers=draft_layers,
         online_fp8=online_fp8,
         custom_all_reduce=links.custom_all_reduce,
-        measured_links=links.nvlink and links.nodes == 1,
+        measured_links=measured_like(gpu, links),
         links_why=links.why,
     )
 

@@ -12,10 +12,11 @@ rests on; the non-torch and CUDA graph terms are measured constants, marked esti
 from __future__ import annotations
 
 from sleuth.tools.capacity.engine_setup import EngineSetup
+from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.model import ModelShape
 from sleuth.tools.capacity.rules import GIB, MIB, gib
 from sleuth.tools.capacity.terms import Term
-from sleuth.tools.capacity.topology import CUSTOM_AR_BUFFERS, RULE
+from sleuth.tools.capacity.topology import CUSTOM_AR_BUFFERS, RULE, Topology
 
 V019 = "vllm 0.19.0"
 CUBLAS_WORKSPACE = 32 * MIB
@@ -115,6 +116,17 @@ def _sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
     return total, f"{rows} rows × {vocab} vocab × {per} B + buffer + hidden states"
 
 
+def measured_like(gpu: GpuSpec, links: Topology) -> bool:
+    """Whether a tp group is of the kind the tp > 1 non-torch figure was measured on: one node
+    of NVLink/NVSwitch-connected NVIDIA Hopper or Blackwell GPUs. What NCCL and vLLM allocate
+    there is not what they allocate elsewhere: vLLM 0.19 allocates FlashInfer's all-reduce
+    fusion workspace only on SM90 and the SM100 family (config/vllm.py
+    enable_allreduce_rms_fusion), and vLLM 0.10.1.1 on A100 80GB added 0.12 GiB at tp 2."""
+    cuda = not gpu.smi_name.startswith("AMD")
+    hopper_or_blackwell = gpu.capability == 90 or 100 <= gpu.capability < 110
+    return cuda and hopper_or_blackwell and links.nvlink and links.nodes == 1
+
+
 def non_torch(s: EngineSetup) -> Term:
     parallel = s.tp > 1
     value = NON_TORCH_BASE + (NON_TORCH_TP if parallel else 0)
@@ -126,10 +138,14 @@ def non_torch(s: EngineSetup) -> Term:
             value -= CUSTOM_AR_BUFFERS
             how += f" - {CUSTOM_AR_BUFFERS // MIB} MiB of custom all-reduce buffers ({s.links_why})"
         if not s.measured_links:
-            # The figure was measured on one NVLink/NVSwitch node; NCCL sizes its buffers by
-            # transport (no NVLink SHARP off NVSwitch, network buffers across nodes).
-            spread = 0.5
-            how += "; measured on one NVLink node, these links were not measured"
+            # NCCL sizes its buffers by transport and GPU (no NVLink SHARP off NVSwitch,
+            # network buffers across nodes), and vLLM's FlashInfer fusion workspace exists on
+            # Hopper/Blackwell only: elsewhere the figure is known to within itself.
+            spread = 1.0
+            how += (
+                "; measured on one node of H100 SXM (NVSwitch), not on these GPUs or links "
+                "(vLLM 0.10.1.1 on A100 80GB: 0.12 GiB at tp 2)"
+            )
     return Term(
         name="non-torch memory (profile increase)",
         bytes=value,
