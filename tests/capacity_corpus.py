@@ -21,6 +21,7 @@ from sleuth.tools.capacity.engine_setup import (
     EngineSetup,
     default_batch,
     sglang_rules,
+    v0_batch,
     vllm_rules,
 )
 from sleuth.tools.capacity.gpus import lookup
@@ -95,7 +96,7 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
     length = s.get("max_model_len") or s.get("context_length") or _model_max(shape)
     batched, seqs = default_batch(engine, "gpu", memory, spec.smi_name)
     if rules_name == "v0":
-        batched = max(length, 2048) if length <= 32768 else 2048
+        batched, seqs = v0_batch(length, case.get("version"), bool(shape.swa_layers))
     fraction = s.get("gpu_memory_utilization") or s.get("mem_fraction_static")
     if fraction is None:
         fraction = (

@@ -776,6 +776,26 @@ def test_sglang_before_0_4_5_takes_its_own_default_fraction_and_names_the_rules(
     assert same[0]["max_kv_tokens"] == same[1]["max_kv_tokens"]
 
 
+def activation_term(data: dict[str, Any]) -> dict[str, Any]:
+    (term,) = [t for t in data["engine_account"]["terms"] if t["name"].startswith("activation")]
+    return term
+
+
+def test_vllm_v0_profiles_its_own_batch_default_by_release(models: Path) -> None:
+    """V0 profile_run runs max_num_batched_tokens tokens: max(max_model_len, 2048) up to 32K;
+    past 32K chunked prefill is on by default, 512 tokens before 0.6.5 and 2048 from it
+    (vllm/config.py SchedulerConfig). The V1 default on an H100 would be 8192."""
+    args = {"gpus": "8xH100", "tp": 8, "engine": "vllm"}
+    short = plan(models, "Llama-3-70B", engine_version="0.6.3", context_length=16384, **args)
+    long_old = plan(models, "Llama-3-70B", engine_version="0.6.3", context_length=65536, **args)
+    long_new = plan(models, "Llama-3-70B", engine_version="0.6.6", context_length=65536, **args)
+    assert "16384 tokens" in activation_term(short)["how"]
+    assert "512 tokens" in activation_term(long_old)["how"]
+    assert "2048 tokens" in activation_term(long_new)["how"]
+    assert activation_term(long_old)["bytes"] < activation_term(long_new)["bytes"]
+    assert long_old["max_kv_tokens"] > long_new["max_kv_tokens"]
+
+
 # ------------------------------------------------------------ links: custom all-reduce (issue 43)
 
 

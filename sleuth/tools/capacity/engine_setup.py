@@ -177,6 +177,25 @@ def default_batch(engine: str, device: str, memory_bytes: int, gpu_name: str) ->
     return 2048, 256
 
 
+V0_CHUNK_512_UNTIL = (0, 6, 5)
+"""vLLM V0's chunked-prefill batch default: 512 tokens in 0.5.3.post1 to 0.6.4.post1, 2048
+from 0.6.5 (vllm/config.py SchedulerConfig)."""
+
+
+def v0_batch(context: int, version: str | None, sliding: bool) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM V0 profiles with when not told.
+
+    V0 profile_run (worker/model_runner.py) runs scheduler_config.max_num_batched_tokens
+    tokens over max_num_seqs (EngineArgs default 256) sequences. SchedulerConfig sets the
+    tokens to max(max_model_len, 2048) without chunked prefill; EngineArgs.create_engine_config
+    turns chunked prefill on past 32K tokens on CUDA (not for sliding-window models, nor with
+    speculative decoding or LoRA), and the chunk is then 512 tokens before 0.6.5, 2048 after.
+    """
+    if context <= 32768 or sliding:
+        return max(context, 2048), 256
+    return (512 if version and _version(version) < V0_CHUNK_512_UNTIL else 2048), 256
+
+
 def capture_limit(asked: int | None, max_num_seqs: int, batched: int) -> tuple[int, str]:
     """vLLM's largest CUDA graph capture size (VllmConfig._set_cudagraph_sizes):
     --max-cudagraph-capture-size when given, else min(max_num_seqs × decode_query_len × 2,

@@ -18,6 +18,7 @@ from sleuth.tools.capacity.engine_setup import (
     default_batch,
     default_block_size,
     sglang_rules,
+    v0_batch,
     vllm_rules,
 )
 from sleuth.tools.capacity.gpus import GpuSpec
@@ -135,6 +136,8 @@ def engine_setup(
     memory = 0 if cpu else gpu.engine_memory_mib * MIB
     batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name)
     version = args.engine_version or installed
+    if args.engine == "vllm" and vllm_rules(version) == "v0":
+        batched, seqs = v0_batch(context, version, bool(shape.swa_layers))
     links = links_of(args, gpu)
     max_seqs = args.max_num_seqs or seqs
     max_batched = args.max_num_batched_tokens or batched

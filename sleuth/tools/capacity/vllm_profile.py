@@ -38,7 +38,9 @@ def profile_terms(s: EngineSetup, shape: ModelShape) -> list[Term]:
 
 
 def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
-    tokens = _profile_tokens(s)
+    # Both generations profile max_num_batched_tokens tokens (V0 model_runner.py profile_run,
+    # V1 gpu_model_runner.py profile_run); V0's default is engine_setup.v0_batch.
+    tokens = s.max_num_batched_tokens
     forward, f_how = _forward(s, shape, tokens)
     moe, moe_how = _moe_workspace(s, shape, tokens)
     last_stage = s.rules != "v0"  # V0 samples 256 short rows: small beside the forward
@@ -55,8 +57,9 @@ def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
         "(_dummy_run(max_num_tokens) then _dummy_sampler_run); vllm/v1/sample/sampler.py:90, "
         "ops/topk_topp_sampler.py:112,165; fused_moe/fused_moe.py:1988 workspace_shapes"
         if s.rules != "v0"
-        else "vllm V0 worker.py determine_num_available_blocks: profile of "
-        "max(max_model_len, max_num_batched_tokens) tokens without chunked prefill"
+        else "vllm 0.6.4 worker/worker.py determine_num_available_blocks, "
+        "worker/model_runner.py profile_run: max_num_batched_tokens tokens over max_num_seqs "
+        "sequences (engine_setup.v0_batch)"
     )
     return Term(
         name="activation peak (profile run)",
@@ -68,14 +71,6 @@ def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
         # moved between releases: its peak is known to within a factor, not a share.
         spread=1.0 if s.rules == "v0" else 0.25,
     )
-
-
-def _profile_tokens(s: EngineSetup) -> int:
-    if s.rules == "v0":
-        # V0 scheduled whole prompts up to max_model_len unless chunked prefill was on
-        # (on by default past 32K tokens, at the batched-token limit).
-        return s.max_model_len if s.max_model_len <= 32768 else s.max_num_batched_tokens
-    return s.max_num_batched_tokens
 
 
 def _forward(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
