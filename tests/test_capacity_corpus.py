@@ -130,6 +130,15 @@ def test_non_h100_kv_tokens_as_issue_43_measures_them() -> None:
     assert median <= 0.05 and p90 <= 0.10, _table(held)
 
 
+def test_off_h100_a_miss_over_five_percent_names_its_uncertain_term() -> None:
+    # Stricter than the 10 % rule below: on the GPUs the constants were not measured on, an
+    # answer more than 5 % off must say which estimated term could be why (the tp > 1
+    # non-torch figure measured on H100 carries a spread as wide as itself elsewhere).
+    for s in _off_h100(CASES) + _off_h100(HELD):
+        if s.token_error is not None and abs(s.token_error) > 0.05:
+            assert s.account.uncertain, (s.case["id"], s.token_error)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_every_corpus_gpu_is_in_the_table(case: dict[str, Any]) -> None:
     spec = lookup(case["gpu"]["key"])
