@@ -19,6 +19,7 @@ from sleuth.tools.capacity import rules
 from sleuth.tools.capacity.accounting import KvAccount, account
 from sleuth.tools.capacity.engine_setup import (
     EngineSetup,
+    counts_context,
     default_batch,
     sglang_rules,
     v0_batch,
@@ -112,6 +113,7 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
     setup = EngineSetup(
         engine=engine,
         rules=rules_name,
+        context_counted=engine == "vllm" and counts_context(case.get("version")),
         tp=s["tp"],
         pp=s.get("pp") or 1,
         memory_bytes=memory,

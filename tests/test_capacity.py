@@ -796,6 +796,27 @@ def test_vllm_v0_profiles_its_own_batch_default_by_release(models: Path) -> None
     assert long_old["max_kv_tokens"] > long_new["max_kv_tokens"]
 
 
+def test_releases_that_charged_the_cuda_context_are_told_apart(models: Path) -> None:
+    """vLLM 0.8.0-0.9.0 (v1/worker/gpu_worker.py) and 0.6.4.x (worker/worker.py) charged every
+    non-torch byte on the device, the CUDA context too; 0.9.1 and 0.6.5 measure from a snapshot
+    taken after it. A 0.6.4 pre-release is not 0.6.4."""
+    from sleuth.tools.capacity import vllm_profile
+
+    def pair(old: str, new: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        return (
+            plan(models, "Llama-3-70B", engine_version=old, **LLAMA_ON_H100),
+            plan(models, "Llama-3-70B", engine_version=new, **LLAMA_ON_H100),
+        )
+
+    for old, new in (("0.8.5", "0.9.1"), ("0.6.4.post1", "0.6.4.dev9+g5d264f4a")):
+        charged, spared = pair(old, new)
+        gap = non_torch_term(charged)["bytes"] - non_torch_term(spared)["bytes"]
+        assert charged["max_kv_tokens"] < spared["max_kv_tokens"], (old, new)
+        assert gap == vllm_profile.CUDA_CONTEXT, (old, new)
+        assert "charged the CUDA context" in charged["engine_version"]["note"]
+        assert "CUDA context" not in spared["engine_version"]["note"]
+
+
 # ------------------------------------------------------------ links: custom all-reduce (issue 43)
 
 

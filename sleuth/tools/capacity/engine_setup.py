@@ -53,6 +53,9 @@ class EngineSetup(BaseModel):
     max_capture_size: int = 512
     """The largest CUDA graph batch size vLLM captures."""
     capture_how: str = "vLLM's default min(max_num_seqs × 2, 512)"
+    context_counted: bool = False
+    """The release charged every non-torch byte on the device, the CUDA context too
+    (`counts_context`)."""
     custom_all_reduce: bool = True
     """The engine runs custom all-reduce for the tp group (topology.py); its buffers count."""
     measured_links: bool = True
@@ -75,6 +78,31 @@ def vllm_rules(version: str | None) -> VllmRules:
     if parts < (0, 8):
         return "v0"
     return "v1-0.19" if parts < (0, 21) else "v1-0.32"
+
+
+CONTEXT_COUNTED = (((0, 6, 4), (0, 6, 5)), ((0, 8), (0, 9, 1)))
+"""Releases whose profile charged all non-torch memory on the device, the CUDA context
+included: V0 0.6.4.x worker/worker.py and V1 0.8.0 to 0.9.0 v1/worker/gpu_worker.py
+determine_available_memory (peak_memory += total - free - torch's allocated bytes). 0.6.3
+charged the free memory lost since init, 0.6.5 (vllm PR 10511) and 0.9.1 (PR 18974) measure
+from a snapshot taken after the context was created."""
+
+
+def counts_context(version: str | None) -> bool:
+    """Whether this vLLM release charged the CUDA context to the KV budget (CONTEXT_COUNTED);
+    a pre-release of a range's first release (0.6.4.dev9) comes before it."""
+    if not version:
+        return False
+    release: list[int] = []
+    for part in version.split("+")[0].split("."):
+        if not part.isdigit():
+            break
+        release.append(int(part))
+    pre = "dev" in version or "rc" in version
+    return any(
+        lo <= tuple(release) < hi and not (pre and tuple(release[: len(lo)]) == lo)
+        for lo, hi in CONTEXT_COUNTED
+    )
 
 
 class EngineVersion(BaseModel):
@@ -126,11 +154,20 @@ def engine_version(engine: str, asked: str | None, installed: str | None) -> Eng
         return _sglang_version(version, source, where)
     rules = vllm_rules(version)
     name = f"vllm {version}" if version else "vllm (version unknown)"
-    note = f"{name}, {where}; accounting {rules} applied" + (
-        ". This release predates the V1 engine (0.8): V0's profile of a full-length prefill "
-        "is modelled only roughly (activation peak ±100 %); treat the KV figures as a range"
-        if rules == "v0"
-        else ""
+    note = (
+        f"{name}, {where}; accounting {rules} applied"
+        + (
+            "; this release charged the CUDA context to the KV budget too (its profile counted "
+            "every non-torch byte on the device)"
+            if counts_context(version)
+            else ""
+        )
+        + (
+            ". This release predates the V1 engine (0.8): V0's profile of a full-length prefill "
+            "is modelled only roughly (activation peak ±100 %); treat the KV figures as a range"
+            if rules == "v0"
+            else ""
+        )
     )
     return EngineVersion(
         version=version, source=source, rules=rules, older=rules == "v0", note=note

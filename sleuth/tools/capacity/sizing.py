@@ -15,6 +15,7 @@ from sleuth.tools.capacity.accounting import KvAccount, account
 from sleuth.tools.capacity.engine_setup import (
     EngineSetup,
     capture_limit,
+    counts_context,
     default_batch,
     default_block_size,
     sglang_rules,
@@ -146,6 +147,7 @@ def engine_setup(
     return EngineSetup(
         engine=args.engine,
         rules=sglang_rules(version) if args.engine == "sglang" else vllm_rules(version),
+        context_counted=args.engine == "vllm" and counts_context(version),
         device=device,
         tp=args.tp,
         pp=args.pp,

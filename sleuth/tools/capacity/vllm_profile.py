@@ -24,6 +24,9 @@ CUBLAS_WORKSPACE = 32 * MIB
 allocator at the first matmul, inside the profile (measured: 33,554,432 B on an H200)."""
 NON_TORCH_BASE = int(0.25 * GIB)
 NON_TORCH_TP = int(1.85 * GIB)
+CUDA_CONTEXT = int(0.51 * GIB)
+"""The CUDA context and runtime before anything is loaded: vLLM 0.19.0's init snapshot on an
+H100 at tp 1 ('cuda_memory=0.51GiB, torch_memory=0.0GiB', llm-d-planner PR 205 logs)."""
 GRAPH_BASE = int(0.5 * GIB)
 GRAPH_PER_LAYER = 12 * MIB
 
@@ -127,6 +130,12 @@ def non_torch(s: EngineSetup) -> Term:
     value = NON_TORCH_BASE + (NON_TORCH_TP if parallel else 0)
     how = "0.25 GiB (CUDA/cuBLAS/Triton runtime)"
     spread = 0.12 if parallel else 0.5
+    if s.context_counted:
+        value += CUDA_CONTEXT
+        how += (
+            " + 0.51 GiB CUDA context (this release charged every non-torch byte on the "
+            "device: peak_memory += total - free - torch allocated)"
+        )
     if parallel:
         how += " + 1.85 GiB NCCL and custom all-reduce buffers at tp > 1"
         if not s.custom_all_reduce:
