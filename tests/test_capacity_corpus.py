@@ -175,6 +175,24 @@ def test_a_large_miss_names_the_term_that_is_uncertain() -> None:
             assert s.account.uncertain, (s.case["id"], s.token_error)
 
 
+def test_sliding_window_concurrency_follows_the_pool() -> None:
+    # vLLM 0.10.1.1 and 0.19.0 count a request's blocks the same way for hybrid models (each
+    # KV cache group's max_memory_usage_bytes; a sliding-window group needs window - 1 +
+    # max_num_batched_tokens tokens): with the layer list in the case, the concurrency is off
+    # only as much as the pool is.
+    hybrid = [
+        score(c)
+        for c in CASES + HELD
+        if predictable(c)
+        and isinstance(c["model"].get("layer_types"), list)
+        and c["reported"].get("max_concurrency")
+    ]
+    assert len(hybrid) >= 4
+    for s in hybrid:
+        assert s.token_error is not None and s.concurrency_error is not None
+        assert abs(s.concurrency_error - s.token_error) < 0.002, s.case["id"]
+
+
 def test_predicted_lines_are_the_engines_own_wording() -> None:
     llama = next(s for s in SCORED if s.case["id"] == "llmd-llama31-8b-h100-tp1")
     reported = llama.case["reported"]["lines"]
