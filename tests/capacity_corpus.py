@@ -103,9 +103,9 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
         fraction = (
             0.9
             if engine == "vllm"
-            else rules.sglang_04_mem_fraction(s["tp"]).value
-            if rules_name == "sglang-0.4"
-            else rules.sglang_mem_fraction(spec.memory_mib, s["tp"], s["pp"], shape.mla).value
+            else rules.sglang_default_fraction(
+                rules_name, spec.memory_mib, s["tp"], s["pp"], shape.mla
+            ).value
         )
     links = topology(
         s["tp"], s.get("nodes") or 1, s.get("interconnect") or "auto", spec.nvlink, spec.key

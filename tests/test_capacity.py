@@ -748,11 +748,11 @@ def test_the_questions_version_wins_and_an_old_release_is_said_plainly(models: P
     version = data["engine_version"]
     assert (version["source"], version["rules"], version["older"]) == ("question", "v0", True)
     assert any("predates the V1 engine" in w for w in data["warnings"])
-    sg = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.9")
+    sg = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.6")
     assert sg["engine_version"]["older"] and "older than the rules" in sg["_output"]
 
 
-def test_sglang_before_0_4_5_takes_its_own_default_fraction_and_names_the_rules(
+def test_older_sglang_releases_take_their_own_default_fraction_and_name_the_rules(
     models: Path,
 ) -> None:
     """sglang 0.4.3.post4 server_args.py: the default --mem-fraction-static is 0.81 at tp 8;
@@ -768,6 +768,11 @@ def test_sglang_before_0_4_5_takes_its_own_default_fraction_and_names_the_rules(
     assert old["max_kv_tokens"] < new["max_kv_tokens"]
     assert "rules sglang-0.4 applied" in old["_output"]
     assert "sglang 0.4.3.post4 python/sglang/srt/server_args.py" in old["rules_from"]
+    # 0.4.7.post1 to 0.5.2 reserve by GPU size: (9.5 + 8 / 2) GiB on an 81,559 MiB H100
+    tiers = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.9")
+    assert tiers["engine_version"]["rules"] == "sglang-0.4.7"
+    assert tiers["pool"]["mem_fraction"] == round((81559 - 13.5 * 1024) / 81559, 3)
+    assert "rules sglang-0.4.7 applied" in tiers["_output"]
     given = {"mem_fraction": 0.85}  # the pool rule itself reads the same in both releases
     same = [
         plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version=v, **given)

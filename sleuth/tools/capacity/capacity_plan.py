@@ -281,6 +281,7 @@ def _engine_source(
 def _rules_from(engine: str, applied: str) -> str:
     if engine == "vllm":
         return f"{rules.VLLM_VERSION}; accounting {applied}"
-    if applied == "sglang-0.4":
-        return f"{rules.SG04_MEM_FRACTION.source} (default fraction); {rules.SGLANG_VERSION}"
+    older = {"sglang-0.4": rules.SG04_MEM_FRACTION, "sglang-0.4.7": rules.SG047_MEM_FRACTION}
+    if applied in older:
+        return f"{older[applied].source} (default fraction); {rules.SGLANG_VERSION}"
     return rules.SGLANG_VERSION

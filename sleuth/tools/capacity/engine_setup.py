@@ -17,14 +17,14 @@ from sleuth.tools.capacity.quant_rules import _version
 from sleuth.tools.capacity.rules import GIB
 
 VllmRules = Literal["v0", "v1-0.19", "v1-0.32"]
-SglangRules = Literal["sglang-0.4", "sglang-0.5"]
+SglangRules = Literal["sglang-0.4", "sglang-0.4.7", "sglang-0.5"]
 
 
 class EngineSetup(BaseModel):
     engine: Literal["vllm", "sglang"]
     rules: str
-    """vLLM: v0 | v1-0.19 | v1-0.32 (see `vllm_rules`); SGLang: sglang-0.4 | sglang-0.5
-    (see `sglang_rules`)."""
+    """vLLM: v0 | v1-0.19 | v1-0.32 (see `vllm_rules`); SGLang: sglang-0.4 | sglang-0.4.7 |
+    sglang-0.5 (see `sglang_rules`)."""
     device: Literal["gpu", "cpu"] = "gpu"
     tp: int = 1
     pp: int = 1
@@ -113,7 +113,8 @@ class EngineVersion(BaseModel):
     source: Literal["question", "host", "assumed"]
     """engine_version in the question, the engine installed on the host, or assumed newest."""
     rules: str
-    """The accounting applied: vLLM v0 | v1-0.19 | v1-0.32, SGLang sglang-0.4 | sglang-0.5."""
+    """The accounting applied: vLLM v0 | v1-0.19 | v1-0.32, SGLang sglang-0.4 | sglang-0.4.7 |
+    sglang-0.5."""
     older: bool = False
     """The release is older than the rules model faithfully (vLLM V0, SGLang before 0.5)."""
     note: str
@@ -127,6 +128,10 @@ SGLANG_TP_TABLE_UNTIL = (0, 4, 5)
 read in sglang 0.4.3.post4 and 0.4.4.post4 python/sglang/srt/server_args.py
 ServerArgs.__post_init__; 0.4.5 gates the table on GPUs of at most 81920 MiB and 0.4.7.post1
 replaced it with a reserve by GPU size."""
+SGLANG_TIERS = ((0, 4, 7, 1), (0, 5, 3))
+"""The releases whose default fraction reserves by GPU size (rules.sglang_047_mem_fraction):
+read in 0.4.7.post1, 0.4.8.post1, 0.4.9.post6, 0.4.10.post2, 0.5.1 and 0.5.2; 0.4.7 still had
+the table, 0.5.3 has the reserve 0.5.x is modelled with (512 MiB + chunked prefill x 1.5 + ...)."""
 
 
 def sglang_rules(version: str | None) -> SglangRules:
@@ -136,6 +141,8 @@ def sglang_rules(version: str | None) -> SglangRules:
     (model_runner_kv_cache_mixin.py); the default fraction is what differs before 0.4.5."""
     if version and _version(version) < SGLANG_TP_TABLE_UNTIL:
         return "sglang-0.4"
+    if version and SGLANG_TIERS[0] <= _version(version) < SGLANG_TIERS[1]:
+        return "sglang-0.4.7"
     return "sglang-0.5"
 
 
@@ -186,6 +193,11 @@ def _sglang_version(
             "tensor-parallel table (0.88, 0.87 at tp 2, 0.85 at 4, 0.81 at 8, 0.79 at 16), the "
             "KV pool rule as in 0.5. Other 0.5.x terms (the memory in use before the load) "
             "were not read for it"
+        )
+    elif rules == "sglang-0.4.7":
+        what = (
+            "; rules sglang-0.4.7 applied: the default --mem-fraction-static from that "
+            "release's reserve by GPU size (0.4.7.post1 to 0.5.2), the KV pool rule as in 0.5"
         )
     else:
         what = "; rules of sglang 0.5.x applied" + (

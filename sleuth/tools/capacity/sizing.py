@@ -194,10 +194,10 @@ def _mem_fraction(
         return rules.MemoryFraction(
             value=args.mem_fraction, default=False, detail=f"given: {args.mem_fraction}", rules=[]
         )
-    if args.engine == "sglang" and sglang_rules(version) == "sglang-0.4":
-        return rules.sglang_04_mem_fraction(args.tp)
     if args.engine == "sglang":
-        return rules.sglang_mem_fraction(gpu.memory_mib, args.tp, args.pp, shape.mla)
+        return rules.sglang_default_fraction(
+            sglang_rules(version), gpu.memory_mib, args.tp, args.pp, shape.mla
+        )
     return rules.vllm_mem_fraction()
 
 
