@@ -95,7 +95,7 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
     act = 4 if s.get("dtype") in ("float32", "fp32") else 2
     kv = 1 if str(s.get("kv_cache_dtype") or "auto").startswith("fp8") else act
     length = s.get("max_model_len") or s.get("context_length") or _model_max(shape)
-    batched, seqs = default_batch(engine, "gpu", memory, spec.smi_name)
+    batched, seqs = default_batch(engine, "gpu", memory, spec.smi_name, case.get("version"))
     if rules_name == "v0":
         batched, seqs = v0_batch(length, case.get("version"), bool(shape.swa_layers))
     fraction = s.get("gpu_memory_utilization") or s.get("mem_fraction_static")

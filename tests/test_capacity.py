@@ -822,6 +822,22 @@ def test_releases_that_charged_the_cuda_context_are_told_apart(models: Path) -> 
         assert "CUDA context" not in spared["engine_version"]["note"]
 
 
+def test_vllm_v1_batch_defaults_follow_the_release(models: Path) -> None:
+    """EngineArgs' serve defaults: 0.8.0-0.8.4 looked for "h100"/"h200" in the GPU's name,
+    0.8.5 took any GPU of 70 GiB or more, and from 0.9.0 A100s are left out."""
+    args = {"tp": 8, "engine": "vllm", "context_length": 8192}
+
+    def tokens(gpus: str, version: str) -> str:
+        data = plan(models, "Llama-3-70B", gpus=gpus, engine_version=version, **args)
+        return str(activation_term(data)["how"])
+
+    assert "8192 tokens" in tokens("8xA100-80GB", "0.8.5")
+    assert "2048 tokens" in tokens("8xA100-80GB", "0.9.0")
+    assert "2048 tokens" in tokens("8xMI300X", "0.8.4")
+    assert "8192 tokens" in tokens("8xMI300X", "0.8.5")
+    assert "8192 tokens" in tokens("8xH100", "0.8.0")
+
+
 # ------------------------------------------------------------ links: custom all-reduce (issue 43)
 
 

@@ -212,16 +212,28 @@ def _sglang_version(
     )
 
 
-def default_batch(engine: str, device: str, memory_bytes: int, gpu_name: str) -> tuple[int, int]:
+def default_batch(
+    engine: str, device: str, memory_bytes: int, gpu_name: str, version: str | None = None
+) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) an engine picks when not told.
 
-    vLLM EngineArgs.get_batch_defaults for `vllm serve`: 8192 and 1024 on a GPU of 70 GiB or
-    more that is not an A100, else 2048 and 256; on CPU 2048 and 128 (world size 1).
-    SGLang's chunked-prefill size is its own rule (rules.sglang_mem_fraction).
+    vLLM EngineArgs' usage-context defaults for `vllm serve` (V1; V0's are `v0_batch`): from
+    0.9.0 (to 0.19.0, get_batch_defaults) 8192 and 1024 on a GPU of 70 GiB or more that is not
+    an A100, else 2048 and 256; 0.8.5 the same without the A100 exception; 0.8.0 to 0.8.4 8192
+    on a GPU whose name holds "h100" or "h200", else 2048, with 1024 sequences (0.8.4: 256 off
+    H100/H200). Without a version, the newest. On CPU 2048 and 128 (world size 1). SGLang's
+    chunked-prefill size is its own rule (rules.sglang_mem_fraction).
     """
     if device == "cpu":
         return 2048, 128
-    if engine == "vllm" and memory_bytes >= 70 * GIB and "a100" not in gpu_name.lower():
+    if engine != "vllm":
+        return 2048, 256
+    name, release = gpu_name.lower(), _version(version) if version else None
+    if release and release < (0, 8, 5):
+        hopper = "h100" in name or "h200" in name
+        return (8192 if hopper else 2048), (1024 if hopper or release < (0, 8, 4) else 256)
+    big = memory_bytes >= 70 * GIB
+    if big and (bool(release and release < (0, 9)) or "a100" not in name):
         return 8192, 1024
     return 2048, 256
 

@@ -135,8 +135,8 @@ def engine_setup(
     cpu = gpu.key == "CPU"
     device = "cpu" if cpu else "gpu"
     memory = 0 if cpu else gpu.engine_memory_mib * MIB
-    batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name)
     version = args.engine_version or installed
+    batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name, version)
     if args.engine == "vllm" and vllm_rules(version) == "v0":
         batched, seqs = v0_batch(context, version, bool(shape.swa_layers))
     links = links_of(args, gpu)
