@@ -69,8 +69,9 @@ def vllm_rules(version: str | None) -> VllmRules:
     """Which vLLM accounting a release follows.
 
     V1 became the default engine in 0.8.0; 0.21.0 started subtracting the profiled CUDA
-    graph memory by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS) and the log line that
-    reports capacity by max_model_len; without a version, the newest rules.
+    graph memory by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: "0" in 0.19.1's envs.py,
+    "1" in 0.22.0's, the next release on PyPI) and the log line that reports capacity by
+    max_model_len; without a version, the newest rules.
     """
     if not version:
         return "v1-0.32"
