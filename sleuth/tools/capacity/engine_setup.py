@@ -139,7 +139,9 @@ def sglang_rules(version: str | None) -> SglangRules:
     """Which SGLang accounting a release follows: the KV pool rule (profile_max_num_token:
     free memory after the load less (1 - fraction) x the free memory before it) reads the same
     in 0.4.3.post4 (model_runner.py), 0.5.1 (model_runner.py) and 0.5.10.post1
-    (model_runner_kv_cache_mixin.py); the default fraction is what differs before 0.4.5."""
+    (model_runner_kv_cache_mixin.py); the default fraction is what differs: sglang-0.4 before
+    0.4.5, sglang-0.4.7 from 0.4.7.post1 to 0.5.2, sglang-0.5 otherwise (0.4.5 to 0.4.7 too,
+    said to be older in the answer)."""
     if version and _version(version) < SGLANG_TP_TABLE_UNTIL:
         return "sglang-0.4"
     if version and SGLANG_TIERS[0] <= _version(version) < SGLANG_TIERS[1]:
