@@ -80,6 +80,35 @@ def _figures(rated: list[Scored]) -> list[str]:
     ]
 
 
+def _off_h100(rated: list[Scored]) -> list[Scored]:
+    return [s for s in rated if not s.case["gpu"]["key"].startswith("H100")]
+
+
+def _non_h100(rated: list[Scored]) -> list[str]:
+    """Issue 43's figures: the cases on GPUs other than H100, in KV tokens whatever the pool's
+    share (the acceptance's measure), then pool ≥ 1/5 only, then per GPU model."""
+    off = _off_h100(rated)
+    big = [s for s in off if s.pool_share >= POOL_SHARE]
+    gpus = sorted({s.case["gpu"]["key"] for s in off})
+    per_gpu = [
+        f"| {gpu} | {len(rows)} | {_both(summary([s.token_error or 0.0 for s in rows]))} |"
+        for gpu in gpus
+        for rows in [[s for s in off if s.case["gpu"]["key"] == gpu]]
+    ]
+    return [
+        "| non-H100 set | cases | median | p90 | target |",
+        "|---|---|---|---|---|",
+        f"| KV tokens, every case | {len(off)} | "
+        f"{_both(summary([s.token_error or 0.0 for s in off]))} | ≤ 5 % / ≤ 10 % |",
+        f"| KV tokens, pool ≥ 1/5 of the GPU | {len(big)} | "
+        f"{_both(summary([s.token_error or 0.0 for s in big]))} | |",
+        "",
+        "| GPU | cases | median | p90 |",
+        "|---|---|---|---|",
+        *per_gpu,
+    ]
+
+
 def _cases_table(rated: list[Scored]) -> list[str]:
     return [
         "| case | engine | GPUs | predicted tokens | reported | tokens error | concurrency "
@@ -109,6 +138,10 @@ def report() -> str:
             "",
             *_figures(rated),
             "",
+            "GPUs other than H100 (issue 43), KV tokens:",
+            "",
+            *_non_h100(rated),
+            "",
             *_cases_table(rated),
             "",
             "### Held-out set",
@@ -125,6 +158,10 @@ def report() -> str:
             f"The {len(blind)} cases still blind (no rule added for them):",
             "",
             *_figures(blind),
+            "",
+            "GPUs other than H100 (issue 43), KV tokens, held-out set:",
+            "",
+            *_non_h100(held_rated),
             "",
             *_cases_table(held_rated),
             "",

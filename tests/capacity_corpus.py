@@ -17,12 +17,20 @@ from typing import Any
 
 from sleuth.tools.capacity import rules
 from sleuth.tools.capacity.accounting import KvAccount, account
-from sleuth.tools.capacity.engine_setup import EngineSetup, default_batch, vllm_rules
+from sleuth.tools.capacity.engine_setup import (
+    EngineSetup,
+    counts_context,
+    default_batch,
+    sglang_rules,
+    v0_batch,
+    vllm_rules,
+)
 from sleuth.tools.capacity.gpus import lookup
 from sleuth.tools.capacity.model import ModelShape, max_context, model_shape
 from sleuth.tools.capacity.online_quant import online_fp8
 from sleuth.tools.capacity.rules import GIB, MIB
 from sleuth.tools.capacity.topology import topology
+from sleuth.tools.capacity.vllm_profile import measured_like
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity_reports"
 CASES = FIXTURES / "cases.json"
@@ -87,20 +95,25 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
     act = 4 if s.get("dtype") in ("float32", "fp32") else 2
     kv = 1 if str(s.get("kv_cache_dtype") or "auto").startswith("fp8") else act
     length = s.get("max_model_len") or s.get("context_length") or _model_max(shape)
-    batched, seqs = default_batch(engine, "gpu", memory, spec.smi_name)
+    batched, seqs = default_batch(engine, "gpu", memory, spec.smi_name, case.get("version"))
     if rules_name == "v0":
-        batched = max(length, 2048) if length <= 32768 else 2048
+        batched, seqs = v0_batch(length, case.get("version"), bool(shape.swa_layers))
     fraction = s.get("gpu_memory_utilization") or s.get("mem_fraction_static")
     if fraction is None:
         fraction = (
             0.9
             if engine == "vllm"
-            else rules.sglang_mem_fraction(spec.memory_mib, s["tp"], s["pp"], shape.mla).value
+            else rules.sglang_default_fraction(
+                rules_name, spec.memory_mib, s["tp"], s["pp"], shape.mla
+            ).value
         )
-    links = topology(s["tp"], 1, "auto", spec.nvlink, spec.key)
+    links = topology(
+        s["tp"], s.get("nodes") or 1, s.get("interconnect") or "auto", spec.nvlink, spec.key
+    )
     setup = EngineSetup(
         engine=engine,
         rules=rules_name,
+        context_counted=engine == "vllm" and counts_context(case.get("version")),
         tp=s["tp"],
         pp=s.get("pp") or 1,
         memory_bytes=memory,
@@ -115,8 +128,8 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
         act_elem=act,
         enforce_eager=bool(s.get("enforce_eager")),
         online_fp8=online_fp8(s.get("quantization"), _declared(model)),
-        custom_all_reduce=links.custom_all_reduce,
-        measured_links=links.nvlink,
+        custom_all_reduce=links.custom_all_reduce and not s.get("disable_custom_all_reduce"),
+        measured_links=measured_like(spec, links),
         links_why=links.why,
     )
     return setup, shape, weights_per_gpu(model, shape, setup)
@@ -133,7 +146,7 @@ def _config(model: dict[str, Any]) -> dict[str, Any]:
 
 def _rules(case: dict[str, Any]) -> str:
     if case["engine"] == "sglang":
-        return "sglang-0.5"
+        return sglang_rules(case.get("version"))
     if case.get("vllm_generation") == "v0":
         return "v0"
     return vllm_rules(case.get("version") or "0.10")  # V1 threads predate 0.21

@@ -748,8 +748,94 @@ def test_the_questions_version_wins_and_an_old_release_is_said_plainly(models: P
     version = data["engine_version"]
     assert (version["source"], version["rules"], version["older"]) == ("question", "v0", True)
     assert any("predates the V1 engine" in w for w in data["warnings"])
-    sg = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.9")
+    sg = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.6")
     assert sg["engine_version"]["older"] and "older than the rules" in sg["_output"]
+
+
+def test_older_sglang_releases_take_their_own_default_fraction_and_name_the_rules(
+    models: Path,
+) -> None:
+    """sglang 0.4.3.post4 server_args.py: the default --mem-fraction-static is 0.81 at tp 8;
+    0.5.x reserves by GPU size instead (0.874 on an H100): the same launch differs."""
+    old = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.3.post4")
+    new = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.5.9")
+    assert (old["engine_version"]["rules"], new["engine_version"]["rules"]) == (
+        "sglang-0.4",
+        "sglang-0.5",
+    )
+    assert old["pool"]["mem_fraction"] == 0.81
+    assert new["pool"]["mem_fraction"] != 0.81
+    assert old["max_kv_tokens"] < new["max_kv_tokens"]
+    assert "rules sglang-0.4 applied" in old["_output"]
+    assert "sglang 0.4.3.post4 python/sglang/srt/server_args.py" in old["rules_from"]
+    # 0.4.7.post1 to 0.5.2 reserve by GPU size: (9.5 + 8 / 2) GiB on an 81,559 MiB H100
+    tiers = plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version="0.4.9")
+    assert tiers["engine_version"]["rules"] == "sglang-0.4.7"
+    assert tiers["pool"]["mem_fraction"] == round((81559 - 13.5 * 1024) / 81559, 3)
+    assert "rules sglang-0.4.7 applied" in tiers["_output"]
+    given = {"mem_fraction": 0.85}  # the pool rule itself reads the same in both releases
+    same = [
+        plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version=v, **given)
+        for v in ("0.4.3.post4", "0.5.9")
+    ]
+    assert same[0]["max_kv_tokens"] == same[1]["max_kv_tokens"]
+
+
+def activation_term(data: dict[str, Any]) -> dict[str, Any]:
+    (term,) = [t for t in data["engine_account"]["terms"] if t["name"].startswith("activation")]
+    return term
+
+
+def test_vllm_v0_profiles_its_own_batch_default_by_release(models: Path) -> None:
+    """V0 profile_run runs max_num_batched_tokens tokens: max(max_model_len, 2048) up to 32K;
+    past 32K chunked prefill is on by default, 512 tokens before 0.6.5 and 2048 from it
+    (vllm/config.py SchedulerConfig). The V1 default on an H100 would be 8192."""
+    args = {"gpus": "8xH100", "tp": 8, "engine": "vllm"}
+    short = plan(models, "Llama-3-70B", engine_version="0.6.3", context_length=16384, **args)
+    long_old = plan(models, "Llama-3-70B", engine_version="0.6.3", context_length=65536, **args)
+    long_new = plan(models, "Llama-3-70B", engine_version="0.6.6", context_length=65536, **args)
+    assert "16384 tokens" in activation_term(short)["how"]
+    assert "512 tokens" in activation_term(long_old)["how"]
+    assert "2048 tokens" in activation_term(long_new)["how"]
+    assert activation_term(long_old)["bytes"] < activation_term(long_new)["bytes"]
+    assert long_old["max_kv_tokens"] > long_new["max_kv_tokens"]
+
+
+def test_releases_that_charged_the_cuda_context_are_told_apart(models: Path) -> None:
+    """vLLM 0.8.0-0.9.0 (v1/worker/gpu_worker.py) and 0.6.4.x (worker/worker.py) charged every
+    non-torch byte on the device, the CUDA context too; 0.9.1 and 0.6.5 measure from a snapshot
+    taken after it. A 0.6.4 pre-release is not 0.6.4."""
+    from sleuth.tools.capacity import vllm_profile
+
+    def pair(old: str, new: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        return (
+            plan(models, "Llama-3-70B", engine_version=old, **LLAMA_ON_H100),
+            plan(models, "Llama-3-70B", engine_version=new, **LLAMA_ON_H100),
+        )
+
+    for old, new in (("0.8.5", "0.9.1"), ("0.6.4.post1", "0.6.4.dev9+g5d264f4a")):
+        charged, spared = pair(old, new)
+        gap = non_torch_term(charged)["bytes"] - non_torch_term(spared)["bytes"]
+        assert charged["max_kv_tokens"] < spared["max_kv_tokens"], (old, new)
+        assert gap == vllm_profile.CUDA_CONTEXT, (old, new)
+        assert "charged the CUDA context" in charged["engine_version"]["note"]
+        assert "CUDA context" not in spared["engine_version"]["note"]
+
+
+def test_vllm_v1_batch_defaults_follow_the_release(models: Path) -> None:
+    """EngineArgs' serve defaults: 0.8.0-0.8.4 looked for "h100"/"h200" in the GPU's name,
+    0.8.5 took any GPU of 70 GiB or more, and from 0.9.0 A100s are left out."""
+    args = {"tp": 8, "engine": "vllm", "context_length": 8192}
+
+    def tokens(gpus: str, version: str) -> str:
+        data = plan(models, "Llama-3-70B", gpus=gpus, engine_version=version, **args)
+        return str(activation_term(data)["how"])
+
+    assert "8192 tokens" in tokens("8xA100-80GB", "0.8.5")
+    assert "2048 tokens" in tokens("8xA100-80GB", "0.9.0")
+    assert "2048 tokens" in tokens("8xMI300X", "0.8.4")
+    assert "8192 tokens" in tokens("8xMI300X", "0.8.5")
+    assert "8192 tokens" in tokens("8xH100", "0.8.0")
 
 
 # ------------------------------------------------------------ links: custom all-reduce (issue 43)
@@ -787,13 +873,27 @@ def test_pcie_cards_and_multi_node_tp_are_not_charged_the_nvlink_reserve(models:
     assert pcie["topology"]["custom_all_reduce"] is False
     assert "PCIe-only" in pcie["topology"]["links_from"]
     assert non_torch_term(bridged)["bytes"] - non_torch_term(pcie)["bytes"] == 24 * MIB
-    assert non_torch_term(pcie)["spread"] == 0.5 and non_torch_term(bridged)["spread"] == 0.12
+    # L40S is not the Hopper NVSwitch node the figure was measured on, bridged or not
+    assert non_torch_term(pcie)["spread"] == non_torch_term(bridged)["spread"] == 1.0
     assert pcie["max_kv_tokens"] > bridged["max_kv_tokens"]
     assert "4 PCIe-only GPUs (more than two): custom all-reduce is off" in pcie["_output"]
     nodes = plan(models, "Llama-3-70B", gpus="8xH100", nodes=2, engine="vllm", tp=8,
                  context_length=8192)  # fmt: skip
     assert nodes["topology"]["custom_all_reduce"] is False
     assert "spans 2 nodes" in non_torch_term(nodes)["how"]
+
+
+def test_the_tp_reserve_is_only_as_sure_as_where_it_was_measured(models: Path) -> None:
+    """The 1.85 GiB tp > 1 figure is from H100 SXM nodes (vLLM 0.19 also allocates FlashInfer's
+    all-reduce fusion workspace there only); on A100 vLLM 0.10.1.1 added 0.12 GiB: the same
+    figure is charged, but with a spread as wide as itself, and the answer says why."""
+    args = {"engine": "vllm", "tp": 2, "context_length": 8192, "engine_version": "0.10.1"}
+    h100 = non_torch_term(plan(models, "Llama-3-70B", gpus="2xH100", **args))
+    a100 = non_torch_term(plan(models, "Llama-3-70B", gpus="2xA100-80GB", **args))
+    mi300 = non_torch_term(plan(models, "Llama-3-70B", gpus="2xMI300X", **args))
+    assert h100["bytes"] == a100["bytes"] == mi300["bytes"]
+    assert (h100["spread"], a100["spread"], mi300["spread"]) == (0.12, 1.0, 1.0)
+    assert "not on these GPUs or links" in a100["how"] and "not on" not in h100["how"]
 
 
 # ------------------------------------------------------------ CUDA graph captures (issue 43)

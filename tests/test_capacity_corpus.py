@@ -28,7 +28,9 @@ SLIVER = [s for s in SCORED if s.token_error is not None and s.pool_share < POOL
 def _sourced(case: dict[str, Any]) -> None:
     assert case["url"].startswith("https://github.com/"), case["id"]
     if case["source_kind"] == "committed_log":
-        assert f"/blob/{SWEEP_COMMIT}/" in case["url"], case["id"]
+        assert re.search(r"/blob/[0-9a-f]{40}/", case["url"]), case["id"]  # pinned to a commit
+        if "llm-d-planner" in case["url"]:
+            assert f"/blob/{SWEEP_COMMIT}/" in case["url"], case["id"]
     assert case["engine"] in ("vllm", "sglang")
     assert "version" in case and case["gpu"]["count"] >= 1
     setup = case["setup"]
@@ -49,8 +51,14 @@ def test_the_held_out_set_is_sourced_and_apart_from_the_corpus() -> None:
     for case in HELD:
         _sourced(case)
     assert not {c["id"] for c in HELD} & {c["id"] for c in CASES}
-    assert not {c["url"] for c in HELD} & {c["url"] for c in CASES}
-    assert len({c["url"] for c in HELD}) == len(HELD)
+    assert not {_run(c) for c in HELD} & {_run(c) for c in CASES}
+    assert len({_run(c) for c in HELD}) == len(HELD)
+
+
+def _run(case: dict[str, Any]) -> tuple[str, int | None]:
+    """Where one start-up was published: its log's URL, and the cell when a notebook holds
+    several runs."""
+    return case["url"], case.get("cell")
 
 
 @pytest.mark.parametrize("case", CASES + HELD, ids=[c["id"] for c in CASES + HELD])
@@ -73,9 +81,62 @@ def test_every_held_out_case_is_predicted_or_says_why(case: dict[str, Any]) -> N
         assert case.get("unpredictable_reason"), case["id"]
         return
     scored = score(case)
-    assert scored.reported_tokens == case["reported"]["kv_cache_tokens"]
+    reported = case["reported"]
+    tokens = reported.get("kv_cache_tokens") or reported["gpu_blocks"] * 16
+    assert scored.reported_tokens == tokens
     assert scored.account.kv_tokens > 0 and scored.token_error is not None
-    assert scored.account.lines[1].startswith("GPU KV cache size: ")
+    assert scored.account.lines[0].startswith(_FIRST_LINE[_wording(case)])
+
+
+_FIRST_LINE = {
+    "v1": "Available KV cache memory: ",
+    "v0": "# GPU blocks: ",
+    "sglang": "KV Cache is allocated. #tokens: ",
+}
+
+
+def _wording(case: dict[str, Any]) -> str:
+    """Which engine log the predicted lines mirror: SGLang's, vLLM V0's or V1's."""
+    return "sglang" if case["engine"] == "sglang" else case.get("vllm_generation") or "v1"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_every_corpus_case_is_predicted_or_says_what_is_missing(case: dict[str, Any]) -> None:
+    if predictable(case):
+        assert score(case).account.kv_tokens > 0
+    else:
+        assert "config.json" in case["unpredictable_reason"], case["id"]
+
+
+def _off_h100(cases: list[dict[str, Any]]) -> list[Scored]:
+    rated = (score(c) for c in cases if predictable(c) and not c["gpu"]["key"].startswith("H100"))
+    return [s for s in rated if s.token_error is not None]
+
+
+def test_the_sets_cover_five_gpu_models_besides_h100() -> None:
+    models = {c["gpu"]["key"] for c in CASES + HELD} - {"H100-SXM-80GB"}
+    assert len(models) >= 5, models
+    assert {"A100-80GB", "A100-40GB", "MI300X", "L4"} <= models
+
+
+def test_non_h100_kv_tokens_as_issue_43_measures_them() -> None:
+    # Every non-H100 case in tokens, whatever its pool's share. The corpus's median holds;
+    # its 90th percentile does not (the V0 A100 40GB and T4 threads are +75 % and +90 %),
+    # so only the held-out set's is held to 10 %.
+    corpus, held = _off_h100(CASES), _off_h100(HELD)
+    assert len(corpus) >= 14 and len(held) >= 8
+    assert summary([s.token_error or 0.0 for s in corpus])[0] <= 0.05, _table(corpus)
+    median, p90 = summary([s.token_error or 0.0 for s in held])
+    assert median <= 0.05 and p90 <= 0.10, _table(held)
+
+
+def test_off_h100_a_miss_over_five_percent_names_its_uncertain_term() -> None:
+    # Stricter than the 10 % rule below: on the GPUs the constants were not measured on, an
+    # answer more than 5 % off must say which estimated term could be why (the tp > 1
+    # non-torch figure measured on H100 carries a spread as wide as itself elsewhere).
+    for s in _off_h100(CASES) + _off_h100(HELD):
+        if s.token_error is not None and abs(s.token_error) > 0.05:
+            assert s.account.uncertain, (s.case["id"], s.token_error)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
@@ -112,6 +173,24 @@ def test_a_large_miss_names_the_term_that_is_uncertain() -> None:
         )
         if big_miss:
             assert s.account.uncertain, (s.case["id"], s.token_error)
+
+
+def test_sliding_window_concurrency_follows_the_pool() -> None:
+    # vLLM 0.10.1.1 and 0.19.0 count a request's blocks the same way for hybrid models (each
+    # KV cache group's max_memory_usage_bytes; a sliding-window group needs window - 1 +
+    # max_num_batched_tokens tokens): with the layer list in the case, the concurrency is off
+    # only as much as the pool is.
+    hybrid = [
+        score(c)
+        for c in CASES + HELD
+        if predictable(c)
+        and isinstance(c["model"].get("layer_types"), list)
+        and c["reported"].get("max_concurrency")
+    ]
+    assert len(hybrid) >= 4
+    for s in hybrid:
+        assert s.token_error is not None and s.concurrency_error is not None
+        assert abs(s.concurrency_error - s.token_error) < 0.002, s.case["id"]
 
 
 def test_predicted_lines_are_the_engines_own_wording() -> None:

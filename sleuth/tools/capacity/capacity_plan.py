@@ -122,9 +122,7 @@ def build_plan(
     return CapacityPlan(
         model_dir=model_dir,
         engine=args.engine,
-        rules_from=rules.SGLANG_VERSION
-        if args.engine == "sglang"
-        else f"{rules.VLLM_VERSION}; accounting {s.account.rules}",
+        rules_from=_rules_from(args.engine, s.account.rules),
         engine_version=release,
         topology=links_of(args, gpus.spec),
         gpu=gpus.spec,
@@ -278,3 +276,12 @@ def _engine_source(
         if pkg.name == engine and pkg.installed and pkg.path and sandboxed.contains(pkg.path):
             return confirm(sandboxed, engine, pkg.version, pkg.path, method, mla)
     return None
+
+
+def _rules_from(engine: str, applied: str) -> str:
+    if engine == "vllm":
+        return f"{rules.VLLM_VERSION}; accounting {applied}"
+    older = {"sglang-0.4": rules.SG04_MEM_FRACTION, "sglang-0.4.7": rules.SG047_MEM_FRACTION}
+    if applied in older:
+        return f"{older[applied].source} (default fraction); {rules.SGLANG_VERSION}"
+    return rules.SGLANG_VERSION

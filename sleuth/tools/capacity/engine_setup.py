@@ -17,12 +17,14 @@ from sleuth.tools.capacity.quant_rules import _version
 from sleuth.tools.capacity.rules import GIB
 
 VllmRules = Literal["v0", "v1-0.19", "v1-0.32"]
+SglangRules = Literal["sglang-0.4", "sglang-0.4.7", "sglang-0.5"]
 
 
 class EngineSetup(BaseModel):
     engine: Literal["vllm", "sglang"]
     rules: str
-    """vLLM: v0 | v1-0.19 | v1-0.32 (see `vllm_rules`); SGLang: sglang-0.5."""
+    """vLLM: v0 | v1-0.19 | v1-0.32 (see `vllm_rules`); SGLang: sglang-0.4 | sglang-0.4.7 |
+    sglang-0.5 (see `sglang_rules`)."""
     device: Literal["gpu", "cpu"] = "gpu"
     tp: int = 1
     pp: int = 1
@@ -51,10 +53,14 @@ class EngineSetup(BaseModel):
     max_capture_size: int = 512
     """The largest CUDA graph batch size vLLM captures."""
     capture_how: str = "vLLM's default min(max_num_seqs × 2, 512)"
+    context_counted: bool = False
+    """The release charged every non-torch byte on the device, the CUDA context too
+    (`counts_context`)."""
     custom_all_reduce: bool = True
     """The engine runs custom all-reduce for the tp group (topology.py); its buffers count."""
     measured_links: bool = True
-    """The tp group's links are those the non-torch figure was measured on (one node, NVLink)."""
+    """The tp group is of the kind the non-torch figure was measured on: one node of
+    NVSwitch-connected Hopper/Blackwell GPUs (vllm_profile.measured_like)."""
     links_why: str = ""
     """The topology rule's verdict, for the term's text."""
 
@@ -63,8 +69,9 @@ def vllm_rules(version: str | None) -> VllmRules:
     """Which vLLM accounting a release follows.
 
     V1 became the default engine in 0.8.0; 0.21.0 started subtracting the profiled CUDA
-    graph memory by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS) and the log line that
-    reports capacity by max_model_len; without a version, the newest rules.
+    graph memory by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: "0" in 0.19.1's envs.py,
+    "1" in 0.22.0's, the next release on PyPI) and the log line that reports capacity by
+    max_model_len; without a version, the newest rules.
     """
     if not version:
         return "v1-0.32"
@@ -72,6 +79,31 @@ def vllm_rules(version: str | None) -> VllmRules:
     if parts < (0, 8):
         return "v0"
     return "v1-0.19" if parts < (0, 21) else "v1-0.32"
+
+
+CONTEXT_COUNTED = (((0, 6, 4), (0, 6, 5)), ((0, 8), (0, 9, 1)))
+"""Releases whose profile charged all non-torch memory on the device, the CUDA context
+included: V0 0.6.4.x worker/worker.py and V1 0.8.0 to 0.9.0 v1/worker/gpu_worker.py
+determine_available_memory (peak_memory += total - free - torch's allocated bytes). 0.6.3
+charged the free memory lost since init, 0.6.5 (vllm PR 10511) and 0.9.1 (PR 18974) measure
+from a snapshot taken after the context was created."""
+
+
+def counts_context(version: str | None) -> bool:
+    """Whether this vLLM release charged the CUDA context to the KV budget (CONTEXT_COUNTED);
+    a pre-release of a range's first release (0.6.4.dev9) comes before it."""
+    if not version:
+        return False
+    release: list[int] = []
+    for part in version.split("+")[0].split("."):
+        if not part.isdigit():
+            break
+        release.append(int(part))
+    pre = "dev" in version or "rc" in version
+    return any(
+        lo <= tuple(release) < hi and not (pre and tuple(release[: len(lo)]) == lo)
+        for lo, hi in CONTEXT_COUNTED
+    )
 
 
 class EngineVersion(BaseModel):
@@ -82,7 +114,8 @@ class EngineVersion(BaseModel):
     source: Literal["question", "host", "assumed"]
     """engine_version in the question, the engine installed on the host, or assumed newest."""
     rules: str
-    """The accounting applied: vLLM v0 | v1-0.19 | v1-0.32, SGLang sglang-0.5."""
+    """The accounting applied: vLLM v0 | v1-0.19 | v1-0.32, SGLang sglang-0.4 | sglang-0.4.7 |
+    sglang-0.5."""
     older: bool = False
     """The release is older than the rules model faithfully (vLLM V0, SGLang before 0.5)."""
     note: str
@@ -90,8 +123,30 @@ class EngineVersion(BaseModel):
 
 
 SGLANG_OLDEST = (0, 5)
-"""SGLang's reserve rule (memory_hook.py reserved_mem) as modelled was read from 0.5.x; before
-0.5 the static fraction was taken from the memory free at start (profile_max_num_token)."""
+"""SGLang's reserve rule (memory_hook.py reserved_mem) as modelled was read from 0.5.x."""
+SGLANG_TP_TABLE_UNTIL = (0, 4, 5)
+"""The last releases whose default --mem-fraction-static is the tensor-parallel table alone:
+read in sglang 0.4.3.post4 and 0.4.4.post4 python/sglang/srt/server_args.py
+ServerArgs.__post_init__; 0.4.5 gates the table on GPUs of at most 81920 MiB and 0.4.7.post1
+replaced it with a reserve by GPU size."""
+SGLANG_TIERS = ((0, 4, 7, 1), (0, 5, 3))
+"""The releases whose default fraction reserves by GPU size (rules.sglang_047_mem_fraction):
+read in 0.4.7.post1, 0.4.8.post1, 0.4.9.post6, 0.4.10.post2, 0.5.1 and 0.5.2; 0.4.7 still had
+the table, 0.5.3 has the reserve 0.5.x is modelled with (512 MiB + chunked prefill x 1.5 + ...)."""
+
+
+def sglang_rules(version: str | None) -> SglangRules:
+    """Which SGLang accounting a release follows: the KV pool rule (profile_max_num_token:
+    free memory after the load less (1 - fraction) x the free memory before it) reads the same
+    in 0.4.3.post4 (model_runner.py), 0.5.1 (model_runner.py) and 0.5.10.post1
+    (model_runner_kv_cache_mixin.py); the default fraction is what differs: sglang-0.4 before
+    0.4.5, sglang-0.4.7 from 0.4.7.post1 to 0.5.2, sglang-0.5 otherwise (0.4.5 to 0.4.7 too,
+    said to be older in the answer)."""
+    if version and _version(version) < SGLANG_TP_TABLE_UNTIL:
+        return "sglang-0.4"
+    if version and SGLANG_TIERS[0] <= _version(version) < SGLANG_TIERS[1]:
+        return "sglang-0.4.7"
+    return "sglang-0.5"
 
 
 def engine_version(engine: str, asked: str | None, installed: str | None) -> EngineVersion:
@@ -106,43 +161,103 @@ def engine_version(engine: str, asked: str | None, installed: str | None) -> Eng
         "assumed": "no version given and none found on the host: the newest rules assumed",
     }[source]
     if engine == "sglang":
-        name = f"sglang {version}" if version else "sglang (version unknown)"
-        old = bool(version) and _version(version or "") < SGLANG_OLDEST
-        note = f"{name}, {where}; rules of sglang 0.5.x applied" + (
-            ". This release is older than the rules Sleuth models (SGLang before 0.5 sized "
-            "its pool from the memory free at start, not the 0.5 reserve rule): the KV figures "
-            "may be off by more than the stated spread"
-            if old
-            else ""
-        )
-        return EngineVersion(
-            version=version, source=source, rules="sglang-0.5", older=old, note=note
-        )
+        return _sglang_version(version, source, where)
     rules = vllm_rules(version)
     name = f"vllm {version}" if version else "vllm (version unknown)"
-    note = f"{name}, {where}; accounting {rules} applied" + (
-        ". This release predates the V1 engine (0.8): V0's profile of a full-length prefill "
-        "is modelled only roughly (activation peak ±100 %); treat the KV figures as a range"
-        if rules == "v0"
-        else ""
+    note = (
+        f"{name}, {where}; accounting {rules} applied"
+        + (
+            "; this release charged the CUDA context to the KV budget too (its profile counted "
+            "every non-torch byte on the device)"
+            if counts_context(version)
+            else ""
+        )
+        + (
+            ". This release predates the V1 engine (0.8): V0's profile of a full-length prefill "
+            "is modelled only roughly (activation peak ±100 %); treat the KV figures as a range"
+            if rules == "v0"
+            else ""
+        )
     )
     return EngineVersion(
         version=version, source=source, rules=rules, older=rules == "v0", note=note
     )
 
 
-def default_batch(engine: str, device: str, memory_bytes: int, gpu_name: str) -> tuple[int, int]:
+def _sglang_version(
+    version: str | None, source: Literal["question", "host", "assumed"], where: str
+) -> EngineVersion:
+    name = f"sglang {version}" if version else "sglang (version unknown)"
+    rules = sglang_rules(version)
+    old = bool(version) and _version(version or "") < SGLANG_OLDEST
+    if rules == "sglang-0.4":
+        what = (
+            "; rules sglang-0.4 applied: the default --mem-fraction-static from that release's "
+            "tensor-parallel table (0.88, 0.87 at tp 2, 0.85 at 4, 0.81 at 8, 0.79 at 16), the "
+            "KV pool rule as in 0.5. Other 0.5.x terms (the memory in use before the load) "
+            "were not read for it"
+        )
+    elif rules == "sglang-0.4.7":
+        what = (
+            "; rules sglang-0.4.7 applied: the default --mem-fraction-static from that "
+            "release's reserve by GPU size (0.4.7.post1 to 0.5.2), the KV pool rule as in 0.5"
+        )
+    else:
+        what = "; rules of sglang 0.5.x applied" + (
+            ". This release is older than the rules Sleuth models (its default "
+            "--mem-fraction-static was another rule): the KV figures may be off by more than "
+            "the stated spread"
+            if old
+            else ""
+        )
+    return EngineVersion(
+        version=version, source=source, rules=rules, older=old, note=f"{name}, {where}{what}"
+    )
+
+
+def default_batch(
+    engine: str, device: str, memory_bytes: int, gpu_name: str, version: str | None = None
+) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) an engine picks when not told.
 
-    vLLM EngineArgs.get_batch_defaults for `vllm serve`: 8192 and 1024 on a GPU of 70 GiB or
-    more that is not an A100, else 2048 and 256; on CPU 2048 and 128 (world size 1).
-    SGLang's chunked-prefill size is its own rule (rules.sglang_mem_fraction).
+    vLLM EngineArgs' usage-context defaults for `vllm serve` (V1; V0's are `v0_batch`): from
+    0.9.0 (to 0.19.0, get_batch_defaults) 8192 and 1024 on a GPU of 70 GiB or more that is not
+    an A100, else 2048 and 256; 0.8.5 the same without the A100 exception; 0.8.0 to 0.8.4 8192
+    on a GPU whose name holds "h100" or "h200", else 2048, with 1024 sequences (0.8.4: 256 off
+    H100/H200). Without a version, the newest. On CPU 2048 and 128 (world size 1). SGLang's
+    chunked-prefill size is its own rule (rules.sglang_mem_fraction).
     """
     if device == "cpu":
         return 2048, 128
-    if engine == "vllm" and memory_bytes >= 70 * GIB and "a100" not in gpu_name.lower():
+    if engine != "vllm":
+        return 2048, 256
+    name, release = gpu_name.lower(), _version(version) if version else None
+    if release and release < (0, 8, 5):
+        hopper = "h100" in name or "h200" in name
+        return (8192 if hopper else 2048), (1024 if hopper or release < (0, 8, 4) else 256)
+    big = memory_bytes >= 70 * GIB
+    if big and (bool(release and release < (0, 9)) or "a100" not in name):
         return 8192, 1024
     return 2048, 256
+
+
+V0_CHUNK_512_UNTIL = (0, 6, 5)
+"""vLLM V0's chunked-prefill batch default: 512 tokens in 0.5.3.post1 to 0.6.4.post1, 2048
+from 0.6.5 (vllm/config.py SchedulerConfig)."""
+
+
+def v0_batch(context: int, version: str | None, sliding: bool) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM V0 profiles with when not told.
+
+    V0 profile_run (worker/model_runner.py) runs scheduler_config.max_num_batched_tokens
+    tokens over max_num_seqs (EngineArgs default 256) sequences. SchedulerConfig sets the
+    tokens to max(max_model_len, 2048) without chunked prefill; EngineArgs.create_engine_config
+    turns chunked prefill on past 32K tokens on CUDA (not for sliding-window models, nor with
+    speculative decoding or LoRA), and the chunk is then 512 tokens before 0.6.5, 2048 after.
+    """
+    if context <= 32768 or sliding:
+        return max(context, 2048), 256
+    return (512 if version and _version(version) < V0_CHUNK_512_UNTIL else 2048), 256
 
 
 def capture_limit(asked: int | None, max_num_seqs: int, batched: int) -> tuple[int, str]:

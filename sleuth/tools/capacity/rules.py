@@ -250,6 +250,62 @@ def sglang_mem_fraction(gpu_mib: int, tp: int, pp: int, mla: bool) -> MemoryFrac
     )
 
 
+SG04_MEM_FRACTION = Rule(
+    source="sglang 0.4.3.post4 python/sglang/srt/server_args.py ServerArgs.__post_init__",
+    quote="if self.mem_fraction_static is None: if self.tp_size >= 16: 0.79 elif >= 8: 0.81 "
+    "elif >= 4: 0.85 elif >= 2: 0.87 else: 0.88",
+)
+
+
+def sglang_04_mem_fraction(tp: int) -> MemoryFraction:
+    """SGLang before 0.4.5: the default --mem-fraction-static by tensor-parallel size alone."""
+    value = next(
+        f for least, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88)) if tp >= least
+    )
+    detail = f"SGLang 0.4.x default at tp {tp}: {value} (the release's tensor-parallel table)"
+    return MemoryFraction(value=value, default=True, detail=detail, rules=[SG04_MEM_FRACTION])
+
+
+SG047_MEM_FRACTION = Rule(
+    source="sglang 0.4.7.post1 to 0.5.2 python/sglang/srt/server_args.py ServerArgs.__post_init__",
+    quote="reserved_mem = (2.8 + parallel_size / 10) * 1024 below 35 GiB; "
+    "(9.5 + parallel_size / 2) * 1024 below 90 GiB; (12 + parallel_size / 2) * 1024 below "
+    "160 GiB; else 32 * 1024; "
+    "mem_fraction_static = round((gpu_mem - reserved_mem) / gpu_mem, 3)",
+)
+
+
+def sglang_047_mem_fraction(gpu_mib: int, tp: int, pp: int) -> MemoryFraction:
+    """SGLang 0.4.7.post1 to 0.5.2: a reserve by GPU size and tp x pp (without speculative
+    decoding, +2 GiB, or DP attention, +4 GiB)."""
+    size = tp * pp
+    if gpu_mib < 35 * 1024:
+        reserved = (2.8 + size / 10) * 1024
+    elif gpu_mib < 90 * 1024:
+        reserved = (9.5 + size / 2) * 1024
+    elif gpu_mib < 160 * 1024:
+        reserved = (12 + size / 2) * 1024
+    else:
+        reserved = 32 * 1024
+    value = round((gpu_mib - reserved) / gpu_mib, 3)
+    detail = (
+        f"SGLang 0.4.7.post1-0.5.2 default: round(({gpu_mib} - {reserved:.0f}) / {gpu_mib}, 3) "
+        f"= {value}, reserving {reserved:.0f} MiB by GPU size for tp x pp = {size}"
+    )
+    return MemoryFraction(value=value, default=True, detail=detail, rules=[SG047_MEM_FRACTION])
+
+
+def sglang_default_fraction(
+    rules_name: str, gpu_mib: int, tp: int, pp: int, mla: bool
+) -> MemoryFraction:
+    """SGLang's default --mem-fraction-static under the release's rule set."""
+    if rules_name == "sglang-0.4":
+        return sglang_04_mem_fraction(tp)
+    if rules_name == "sglang-0.4.7":
+        return sglang_047_mem_fraction(gpu_mib, tp, pp)
+    return sglang_mem_fraction(gpu_mib, tp, pp, mla)
+
+
 def _sglang_capacity_defaults(gpu_mib: int, tp: int) -> tuple[int, int]:
     """chunked_prefill_size and decode cuda-graph max batch per GPU size (memory_hook.py:89-166)."""
     if gpu_mib < 20 * 1024:

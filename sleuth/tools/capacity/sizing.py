@@ -15,8 +15,11 @@ from sleuth.tools.capacity.accounting import KvAccount, account
 from sleuth.tools.capacity.engine_setup import (
     EngineSetup,
     capture_limit,
+    counts_context,
     default_batch,
     default_block_size,
+    sglang_rules,
+    v0_batch,
     vllm_rules,
 )
 from sleuth.tools.capacity.gpus import GpuSpec
@@ -26,6 +29,7 @@ from sleuth.tools.capacity.plan import CapacityInput
 from sleuth.tools.capacity.quant_rules import engine_method
 from sleuth.tools.capacity.rules import GIB, MIB
 from sleuth.tools.capacity.topology import Topology, topology
+from sleuth.tools.capacity.vllm_profile import measured_like
 from sleuth.tools.capacity.weights import WeightShare, weights_per_gpu
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.results import ToolError
@@ -78,7 +82,7 @@ def size(
     )
     elem, fp4 = rules.kv_dtype_bytes(args.kv_cache_dtype, shape.dtype)
     cell = _kv_cell(args, shape, elem, fp4, draft_layers)
-    fraction = _mem_fraction(args, shape, gpu)
+    fraction = _mem_fraction(args, shape, gpu, args.engine_version or installed)
     model_max, derivation = max_context(shape)
     context = args.context_length or model_max or 0
     if not context:
@@ -131,8 +135,10 @@ def engine_setup(
     cpu = gpu.key == "CPU"
     device = "cpu" if cpu else "gpu"
     memory = 0 if cpu else gpu.engine_memory_mib * MIB
-    batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name)
     version = args.engine_version or installed
+    batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name, version)
+    if args.engine == "vllm" and vllm_rules(version) == "v0":
+        batched, seqs = v0_batch(context, version, bool(shape.swa_layers))
     links = links_of(args, gpu)
     max_seqs = args.max_num_seqs or seqs
     max_batched = args.max_num_batched_tokens or batched
@@ -140,7 +146,8 @@ def engine_setup(
     act = 4 if str(shape.dtype).lower() in ("float32", "fp32") else 2
     return EngineSetup(
         engine=args.engine,
-        rules="sglang-0.5" if args.engine == "sglang" else vllm_rules(version),
+        rules=sglang_rules(version) if args.engine == "sglang" else vllm_rules(version),
+        context_counted=args.engine == "vllm" and counts_context(version),
         device=device,
         tp=args.tp,
         pp=args.pp,
@@ -161,7 +168,7 @@ def engine_setup(
         draft_layers=draft_layers,
         online_fp8=online_fp8,
         custom_all_reduce=links.custom_all_reduce,
-        measured_links=links.nvlink and links.nodes == 1,
+        measured_links=measured_like(gpu, links),
         links_why=links.why,
     )
 
@@ -180,13 +187,17 @@ def _kv_cell(
     return rules.vllm_kv_cell(kv_shape, args.tp, elem, draft_layers)
 
 
-def _mem_fraction(args: CapacityInput, shape: ModelShape, gpu: GpuSpec) -> rules.MemoryFraction:
+def _mem_fraction(
+    args: CapacityInput, shape: ModelShape, gpu: GpuSpec, version: str | None
+) -> rules.MemoryFraction:
     if args.mem_fraction is not None:
         return rules.MemoryFraction(
             value=args.mem_fraction, default=False, detail=f"given: {args.mem_fraction}", rules=[]
         )
     if args.engine == "sglang":
-        return rules.sglang_mem_fraction(gpu.memory_mib, args.tp, args.pp, shape.mla)
+        return rules.sglang_default_fraction(
+            sglang_rules(version), gpu.memory_mib, args.tp, args.pp, shape.mla
+        )
     return rules.vllm_mem_fraction()
 
 

@@ -12,10 +12,11 @@ rests on; the non-torch and CUDA graph terms are measured constants, marked esti
 from __future__ import annotations
 
 from sleuth.tools.capacity.engine_setup import EngineSetup
+from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.model import ModelShape
 from sleuth.tools.capacity.rules import GIB, MIB, gib
 from sleuth.tools.capacity.terms import Term
-from sleuth.tools.capacity.topology import CUSTOM_AR_BUFFERS, RULE
+from sleuth.tools.capacity.topology import CUSTOM_AR_BUFFERS, RULE, Topology
 
 V019 = "vllm 0.19.0"
 CUBLAS_WORKSPACE = 32 * MIB
@@ -23,6 +24,9 @@ CUBLAS_WORKSPACE = 32 * MIB
 allocator at the first matmul, inside the profile (measured: 33,554,432 B on an H200)."""
 NON_TORCH_BASE = int(0.25 * GIB)
 NON_TORCH_TP = int(1.85 * GIB)
+CUDA_CONTEXT = int(0.51 * GIB)
+"""The CUDA context and runtime before anything is loaded: vLLM 0.19.0's init snapshot on an
+H100 at tp 1 ('cuda_memory=0.51GiB, torch_memory=0.0GiB', llm-d-planner PR 205 logs)."""
 GRAPH_BASE = int(0.5 * GIB)
 GRAPH_PER_LAYER = 12 * MIB
 
@@ -37,7 +41,9 @@ def profile_terms(s: EngineSetup, shape: ModelShape) -> list[Term]:
 
 
 def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
-    tokens = _profile_tokens(s)
+    # Both generations profile max_num_batched_tokens tokens (V0 model_runner.py profile_run,
+    # V1 gpu_model_runner.py profile_run); V0's default is engine_setup.v0_batch.
+    tokens = s.max_num_batched_tokens
     forward, f_how = _forward(s, shape, tokens)
     moe, moe_how = _moe_workspace(s, shape, tokens)
     last_stage = s.rules != "v0"  # V0 samples 256 short rows: small beside the forward
@@ -54,8 +60,9 @@ def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
         "(_dummy_run(max_num_tokens) then _dummy_sampler_run); vllm/v1/sample/sampler.py:90, "
         "ops/topk_topp_sampler.py:112,165; fused_moe/fused_moe.py:1988 workspace_shapes"
         if s.rules != "v0"
-        else "vllm V0 worker.py determine_num_available_blocks: profile of "
-        "max(max_model_len, max_num_batched_tokens) tokens without chunked prefill"
+        else "vllm 0.6.4 worker/worker.py determine_num_available_blocks, "
+        "worker/model_runner.py profile_run: max_num_batched_tokens tokens over max_num_seqs "
+        "sequences (engine_setup.v0_batch)"
     )
     return Term(
         name="activation peak (profile run)",
@@ -67,14 +74,6 @@ def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
         # moved between releases: its peak is known to within a factor, not a share.
         spread=1.0 if s.rules == "v0" else 0.25,
     )
-
-
-def _profile_tokens(s: EngineSetup) -> int:
-    if s.rules == "v0":
-        # V0 scheduled whole prompts up to max_model_len unless chunked prefill was on
-        # (on by default past 32K tokens, at the batched-token limit).
-        return s.max_model_len if s.max_model_len <= 32768 else s.max_num_batched_tokens
-    return s.max_num_batched_tokens
 
 
 def _forward(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
@@ -115,21 +114,42 @@ def _sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
     return total, f"{rows} rows × {vocab} vocab × {per} B + buffer + hidden states"
 
 
+def measured_like(gpu: GpuSpec, links: Topology) -> bool:
+    """Whether a tp group is of the kind the tp > 1 non-torch figure was measured on: one node
+    of NVLink/NVSwitch-connected NVIDIA Hopper or Blackwell GPUs. What NCCL and vLLM allocate
+    there is not what they allocate elsewhere: vLLM 0.19 allocates FlashInfer's all-reduce
+    fusion workspace only on SM90 and the SM100 family (config/vllm.py
+    enable_allreduce_rms_fusion), and vLLM 0.10.1.1 on A100 80GB added 0.12 GiB at tp 2."""
+    cuda = not gpu.smi_name.startswith("AMD")
+    hopper_or_blackwell = gpu.capability == 90 or 100 <= gpu.capability < 110
+    return cuda and hopper_or_blackwell and links.nvlink and links.nodes == 1
+
+
 def non_torch(s: EngineSetup) -> Term:
     parallel = s.tp > 1
     value = NON_TORCH_BASE + (NON_TORCH_TP if parallel else 0)
     how = "0.25 GiB (CUDA/cuBLAS/Triton runtime)"
     spread = 0.12 if parallel else 0.5
+    if s.context_counted:
+        value += CUDA_CONTEXT
+        how += (
+            " + 0.51 GiB CUDA context (this release charged every non-torch byte on the "
+            "device: peak_memory += total - free - torch allocated)"
+        )
     if parallel:
         how += " + 1.85 GiB NCCL and custom all-reduce buffers at tp > 1"
         if not s.custom_all_reduce:
             value -= CUSTOM_AR_BUFFERS
             how += f" - {CUSTOM_AR_BUFFERS // MIB} MiB of custom all-reduce buffers ({s.links_why})"
         if not s.measured_links:
-            # The figure was measured on one NVLink/NVSwitch node; NCCL sizes its buffers by
-            # transport (no NVLink SHARP off NVSwitch, network buffers across nodes).
-            spread = 0.5
-            how += "; measured on one NVLink node, these links were not measured"
+            # NCCL sizes its buffers by transport and GPU (no NVLink SHARP off NVSwitch,
+            # network buffers across nodes), and vLLM's FlashInfer fusion workspace exists on
+            # Hopper/Blackwell only: elsewhere the figure is known to within itself.
+            spread = 1.0
+            how += (
+                "; measured on one node of H100 SXM (NVSwitch), not on these GPUs or links "
+                "(vLLM 0.10.1.1 on A100 80GB: 0.12 GiB at tp 2)"
+            )
     return Term(
         name="non-torch memory (profile increase)",
         bytes=value,
