@@ -89,6 +89,7 @@ def _non_h100(rated: list[Scored]) -> list[str]:
     share (the acceptance's measure), then pool ≥ 1/5 only, then per GPU model."""
     off = _off_h100(rated)
     big = [s for s in off if s.pool_share >= POOL_SHARE]
+    stated = [s for s in off if s.case.get("version")]
     gpus = sorted({s.case["gpu"]["key"] for s in off})
     per_gpu = [
         f"| {gpu} | {len(rows)} | {_both(summary([s.token_error or 0.0 for s in rows]))} |"
@@ -102,6 +103,8 @@ def _non_h100(rated: list[Scored]) -> list[str]:
         f"{_both(summary([s.token_error or 0.0 for s in off]))} | ≤ 5 % / ≤ 10 % |",
         f"| KV tokens, pool ≥ 1/5 of the GPU | {len(big)} | "
         f"{_both(summary([s.token_error or 0.0 for s in big]))} | |",
+        f"| KV tokens, engine version stated by the source | {len(stated)} | "
+        f"{_both(summary([s.token_error or 0.0 for s in stated]))} | ≤ 5 % / ≤ 10 % |",
         "",
         "| GPU | cases | median | p90 |",
         "|---|---|---|---|",
