@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from benchmarks.diagnosis_split import split_report
 from sleuth.agent.calls import execute
 from sleuth.config import HostConfig, Limits
 from sleuth.hosts.host import LocalHost
@@ -285,8 +284,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    rows = score(args.corpus)
-    text = report(rows, args.corpus) + "\n" + split_report(rows)
+    text = report(score(args.corpus), args.corpus)
     if args.corpus == CORPUS:
         with tempfile.TemporaryDirectory() as work:
             text += "\n" + preflight_report(preflight_rows(Path(work)), args.corpus)
