@@ -30,7 +30,7 @@ from sleuth.tools.capacity.model import ModelShape, max_context, model_shape
 from sleuth.tools.capacity.online_quant import online_fp8
 from sleuth.tools.capacity.rules import GIB, MIB
 from sleuth.tools.capacity.topology import topology
-from sleuth.tools.capacity.vllm_profile import measured_like
+from sleuth.tools.capacity.vllm_profile import comm_buffers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity_reports"
 CASES = FIXTURES / "cases.json"
@@ -129,7 +129,7 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
         enforce_eager=bool(s.get("enforce_eager")),
         online_fp8=online_fp8(s.get("quantization"), _declared(model)),
         custom_all_reduce=links.custom_all_reduce and not s.get("disable_custom_all_reduce"),
-        measured_links=measured_like(spec, links),
+        comm=comm_buffers(spec, links),
         links_why=links.why,
     )
     return setup, shape, weights_per_gpu(model, shape, setup)

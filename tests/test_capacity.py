@@ -23,6 +23,7 @@ from sleuth.tools.environment.gpu_info import GpuInventory
 from tests import checkpoint_fixtures as fx
 
 MIB = 1 << 20
+GIB = 1 << 30
 
 
 @pytest.fixture(scope="module")
@@ -883,17 +884,23 @@ def test_pcie_cards_and_multi_node_tp_are_not_charged_the_nvlink_reserve(models:
     assert "spans 2 nodes" in non_torch_term(nodes)["how"]
 
 
-def test_the_tp_reserve_is_only_as_sure_as_where_it_was_measured(models: Path) -> None:
-    """The 1.85 GiB tp > 1 figure is from H100 SXM nodes (vLLM 0.19 also allocates FlashInfer's
-    all-reduce fusion workspace there only); on A100 vLLM 0.10.1.1 added 0.12 GiB: the same
-    figure is charged, but with a spread as wide as itself, and the answer says why."""
+def test_the_tp_reserve_follows_the_collective_library_the_links_allow(models: Path) -> None:
+    """NCCL's NVLink SHARP buffers exist only on one NVSwitch node of Hopper/Blackwell: there
+    tp > 1 adds the 1.85 GiB measured on H100 SXM. An A100 node adds the 0.12 GiB measured with
+    vLLM 0.10.1.1, and so does a Hopper group across nodes; AMD's RCCL keeps the H100 figure,
+    as uncertain as itself. Each answer says which it charged."""
     args = {"engine": "vllm", "tp": 2, "context_length": 8192, "engine_version": "0.10.1"}
     h100 = non_torch_term(plan(models, "Llama-3-70B", gpus="2xH100", **args))
     a100 = non_torch_term(plan(models, "Llama-3-70B", gpus="2xA100-80GB", **args))
     mi300 = non_torch_term(plan(models, "Llama-3-70B", gpus="2xMI300X", **args))
-    assert h100["bytes"] == a100["bytes"] == mi300["bytes"]
+    split = non_torch_term(plan(models, "Llama-3-70B", gpus="2xH100", nodes=2, **args))
+    base = int(0.25 * GIB)
+    assert h100["bytes"] == mi300["bytes"] == base + int(1.85 * GIB)
+    assert a100["bytes"] == base + int(0.12 * GIB)
+    assert split["bytes"] == base + int(0.12 * GIB) - 24 * MIB  # custom all-reduce is off too
     assert (h100["spread"], a100["spread"], mi300["spread"]) == (0.12, 1.0, 1.0)
-    assert "not on these GPUs or links" in a100["how"] and "not on" not in h100["how"]
+    assert "NVLink SHARP" in h100["how"] and "without NVLink SHARP" in a100["how"]
+    assert "RCCL" in mi300["how"] and "without NVLink SHARP" in split["how"]
 
 
 # ------------------------------------------------------------ CUDA graph captures (issue 43)

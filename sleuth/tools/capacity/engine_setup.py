@@ -18,6 +18,7 @@ from sleuth.tools.capacity.rules import GIB
 
 VllmRules = Literal["v0", "v1-0.19", "v1-0.32"]
 SglangRules = Literal["sglang-0.4", "sglang-0.4.7", "sglang-0.5"]
+CommBuffers = Literal["nvls", "nccl", "rccl"]
 
 
 class EngineSetup(BaseModel):
@@ -58,9 +59,10 @@ class EngineSetup(BaseModel):
     (`counts_context`)."""
     custom_all_reduce: bool = True
     """The engine runs custom all-reduce for the tp group (topology.py); its buffers count."""
-    measured_links: bool = True
-    """The tp group is of the kind the non-torch figure was measured on: one node of
-    NVSwitch-connected Hopper/Blackwell GPUs (vllm_profile.measured_like)."""
+    comm: CommBuffers = "nvls"
+    """Which collective library's buffers the tp group allocates (vllm_profile.comm_buffers):
+    NCCL with NVLink SHARP on one node of NVSwitch Hopper/Blackwell, NCCL without it, or
+    RCCL on AMD."""
     links_why: str = ""
     """The topology rule's verdict, for the term's text."""
 

@@ -29,7 +29,7 @@ from sleuth.tools.capacity.plan import CapacityInput
 from sleuth.tools.capacity.quant_rules import engine_method
 from sleuth.tools.capacity.rules import GIB, MIB
 from sleuth.tools.capacity.topology import Topology, topology
-from sleuth.tools.capacity.vllm_profile import measured_like
+from sleuth.tools.capacity.vllm_profile import comm_buffers
 from sleuth.tools.capacity.weights import WeightShare, weights_per_gpu
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.results import ToolError
@@ -168,7 +168,7 @@ def engine_setup(
         draft_layers=draft_layers,
         online_fp8=online_fp8,
         custom_all_reduce=links.custom_all_reduce,
-        measured_links=measured_like(gpu, links),
+        comm=comm_buffers(gpu, links),
         links_why=links.why,
     )
 

@@ -11,7 +11,7 @@ rests on; the non-torch and CUDA graph terms are measured constants, marked esti
 
 from __future__ import annotations
 
-from sleuth.tools.capacity.engine_setup import EngineSetup
+from sleuth.tools.capacity.engine_setup import CommBuffers, EngineSetup
 from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.model import ModelShape
 from sleuth.tools.capacity.rules import GIB, MIB, gib
@@ -23,7 +23,6 @@ CUBLAS_WORKSPACE = 32 * MIB
 """PyTorch's cuBLAS workspace on Hopper (4096 KiB x 8), allocated through its caching
 allocator at the first matmul, inside the profile (measured: 33,554,432 B on an H200)."""
 NON_TORCH_BASE = int(0.25 * GIB)
-NON_TORCH_TP = int(1.85 * GIB)
 CUDA_CONTEXT = int(0.51 * GIB)
 """The CUDA context and runtime before anything is loaded: vLLM 0.19.0's init snapshot on an
 H100 at tp 1 ('cuda_memory=0.51GiB, torch_memory=0.0GiB', llm-d-planner PR 205 logs)."""
@@ -114,22 +113,47 @@ def _sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
     return total, f"{rows} rows × {vocab} vocab × {per} B + buffer + hidden states"
 
 
-def measured_like(gpu: GpuSpec, links: Topology) -> bool:
-    """Whether a tp group is of the kind the tp > 1 non-torch figure was measured on: one node
-    of NVLink/NVSwitch-connected NVIDIA Hopper or Blackwell GPUs. What NCCL and vLLM allocate
-    there is not what they allocate elsewhere: vLLM 0.19 allocates FlashInfer's all-reduce
-    fusion workspace only on SM90 and the SM100 family (config/vllm.py
-    enable_allreduce_rms_fusion), and vLLM 0.10.1.1 on A100 80GB added 0.12 GiB at tp 2."""
-    cuda = not gpu.smi_name.startswith("AMD")
+def comm_buffers(gpu: GpuSpec, links: Topology) -> CommBuffers:
+    """Which collective library's buffers a tp group allocates. NCCL sets up NVLink SHARP
+    (NVLS) multicast buffers only where NVSwitch and the GPU support it: Hopper and later
+    on one NVSwitch node (NCCL maintainers, nccl-tests issue 228: "NVLS was a new feature of
+    H100. A100 GPUs do not support it."); vllm issue 9699 logs them on 8 H200 at
+    'nvlsPerRankSize 301989888 nvlsTotalSize 2415919104'. AMD GPUs use RCCL."""
+    if gpu.smi_name.startswith("AMD"):
+        return "rccl"
     hopper_or_blackwell = gpu.capability == 90 or 100 <= gpu.capability < 110
-    return cuda and hopper_or_blackwell and links.nvlink and links.nodes == 1
+    return "nvls" if hopper_or_blackwell and links.nvlink and links.nodes == 1 else "nccl"
+
+
+TP_BUFFERS: dict[CommBuffers, tuple[int, float, str]] = {
+    "nvls": (
+        int(1.85 * GIB),
+        0.12,
+        "NCCL (with NVLink SHARP) and custom all-reduce buffers at tp > 1, measured with "
+        "vLLM 0.19.0 on one node of H100 SXM",
+    ),
+    "nccl": (
+        int(0.12 * GIB),
+        1.0,
+        "NCCL buffers at tp > 1 without NVLink SHARP, measured with vLLM 0.10.1.1 on one "
+        "node of A100 80GB at tp 2 (dennislee22/vLLM-benchmarking logs: 0.67 against 0.56 "
+        "GiB of non-weight, non-KV memory at tp 1); over PCIe or across nodes not measured",
+    ),
+    "rccl": (
+        int(1.85 * GIB),
+        1.0,
+        "RCCL and custom all-reduce buffers at tp > 1: the NVIDIA H100 figure, not measured "
+        "on AMD GPUs (RCCL's channel count alone moved the MI300X pool by 1.31 GiB per GPU)",
+    ),
+}
+"""The tp > 1 non-torch increase by collective library: (bytes, spread, what it is)."""
 
 
 def non_torch(s: EngineSetup) -> Term:
     parallel = s.tp > 1
-    value = NON_TORCH_BASE + (NON_TORCH_TP if parallel else 0)
+    value = NON_TORCH_BASE
     how = "0.25 GiB (CUDA/cuBLAS/Triton runtime)"
-    spread = 0.12 if parallel else 0.5
+    spread = 0.5
     if s.context_counted:
         value += CUDA_CONTEXT
         how += (
@@ -137,19 +161,12 @@ def non_torch(s: EngineSetup) -> Term:
             "device: peak_memory += total - free - torch allocated)"
         )
     if parallel:
-        how += " + 1.85 GiB NCCL and custom all-reduce buffers at tp > 1"
+        extra, spread, what = TP_BUFFERS[s.comm]
+        value += extra
+        how += f" + {gib(extra)} {what}"
         if not s.custom_all_reduce:
             value -= CUSTOM_AR_BUFFERS
             how += f" - {CUSTOM_AR_BUFFERS // MIB} MiB of custom all-reduce buffers ({s.links_why})"
-        if not s.measured_links:
-            # NCCL sizes its buffers by transport and GPU (no NVLink SHARP off NVSwitch,
-            # network buffers across nodes), and vLLM's FlashInfer fusion workspace exists on
-            # Hopper/Blackwell only: elsewhere the figure is known to within itself.
-            spread = 1.0
-            how += (
-                "; measured on one node of H100 SXM (NVSwitch), not on these GPUs or links "
-                "(vLLM 0.10.1.1 on A100 80GB: 0.12 GiB at tp 2)"
-            )
     return Term(
         name="non-torch memory (profile increase)",
         bytes=value,
