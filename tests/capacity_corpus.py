@@ -47,6 +47,8 @@ def load(path: Path = CASES) -> list[dict[str, Any]]:
 
 
 def predictable(case: dict[str, Any]) -> bool:
+    if case.get("unpredictable_reason"):
+        return False
     return case["model"].get("num_hidden_layers") is not None or "text_config" in case["model"]
 
 
@@ -182,12 +184,16 @@ def weights_per_gpu(model: dict[str, Any], shape: ModelShape, s: EngineSetup) ->
 def _shape_bytes(model: dict[str, Any], shape: ModelShape, ends: int) -> int:
     """Parameters from the shape (attention, MLP or experts, norms) at the checkpoint's
     bytes per weight: 2, fp8 and int8 1 (+ 16-bit attention where the config keeps it), int4
-    0.5."""
+    0.5; AWQ and GPTQ at their bits, with a 16-bit scale and a packed zero per group."""
     h, layers = shape.hidden_size, shape.layers
     attn, mlp = _attention_params(shape), _mlp_params(shape)
-    method = str((model.get("quantization_config") or {}).get("quant_method", ""))
-    scheme = str((model.get("quantization_config") or {}).get("scheme", ""))
-    if "W4A16" in scheme:
+    config = model.get("quantization_config") or {}
+    method = str(config.get("quant_method", ""))
+    scheme = str(config.get("scheme", ""))
+    if method in ("awq", "gptq") and config.get("bits"):
+        packed, group = config["bits"] / 8, config.get("group_size") or 128
+        per_weight = packed + (2 + packed) / group
+    elif "W4A16" in scheme:
         per_weight = 0.5 + 2 / 128  # int4 + a 16-bit scale per group of 128
     elif "fp8" in method or "W8A8" in scheme:
         per_weight = 1.0
