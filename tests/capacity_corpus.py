@@ -29,8 +29,7 @@ from sleuth.tools.capacity.gpus import lookup
 from sleuth.tools.capacity.model import ModelShape, max_context, model_shape
 from sleuth.tools.capacity.online_quant import online_fp8
 from sleuth.tools.capacity.rules import GIB, MIB
-from sleuth.tools.capacity.topology import topology
-from sleuth.tools.capacity.vllm_profile import comm_buffers
+from sleuth.tools.capacity.topology import comm_buffers, topology
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity_reports"
 CASES = FIXTURES / "cases.json"
@@ -99,7 +98,7 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
     length = s.get("max_model_len") or s.get("context_length") or _model_max(shape)
     batched, seqs = default_batch(engine, "gpu", memory, spec.smi_name, case.get("version"))
     if rules_name == "v0":
-        batched, seqs = v0_batch(length, case.get("version"), bool(shape.swa_layers))
+        batched, seqs = v0_batch(length, case.get("version"), bool(shape.swa_layers), spec.rocm)
     fraction = s.get("gpu_memory_utilization") or s.get("mem_fraction_static")
     if fraction is None:
         fraction = (
@@ -186,7 +185,8 @@ def _shape_bytes(model: dict[str, Any], shape: ModelShape, ends: int) -> int:
     bytes per weight: 2, fp8 and int8 1 (+ 16-bit attention where the config keeps it), int4
     0.5; AWQ and GPTQ at their bits, with a 16-bit scale and a packed zero per group."""
     h, layers = shape.hidden_size, shape.layers
-    attn, mlp = _attention_params(shape), _mlp_params(shape)
+    attn, mlp = _attention_params(shape, _text(model)), _mlp_params(shape, _text(model))
+    dense = _dense_layers(model)
     config = model.get("quantization_config") or {}
     method = str(config.get("quant_method", ""))
     scheme = str(config.get("scheme", ""))
@@ -200,21 +200,42 @@ def _shape_bytes(model: dict[str, Any], shape: ModelShape, ends: int) -> int:
     else:
         per_weight = 2.0
     attn_bytes = attn * (2.0 if "fbgemm" in method else per_weight)
-    return int(layers * (attn_bytes + mlp * per_weight + 4 * h) + ends)
+    # DeepSeek-style MoE keeps its first layers dense (first_k_dense_replace)
+    dense_mlp = 3 * h * (shape.intermediate_size or 0) if dense else 0
+    mlp_bytes = (layers - dense) * mlp + dense * dense_mlp
+    return int(layers * (attn_bytes + 4 * h) + mlp_bytes * per_weight + ends)
 
 
-def _attention_params(shape: ModelShape) -> int:
-    """q and o (hidden × heads × head_dim each), k and v (hidden × kv heads × head_dim each)."""
-    h = shape.hidden_size
-    return h * shape.attention_heads * shape.head_dim * 2 + h * 2 * shape.kv_heads * shape.head_dim
+def _text(model: dict[str, Any]) -> dict[str, Any]:
+    text: dict[str, Any] = model.get("text_config") or model
+    return text
 
 
-def _mlp_params(shape: ModelShape) -> int:
-    """gate, up and down per expert (or once, dense), with the router's hidden × experts."""
+def _dense_layers(model: dict[str, Any]) -> int:
+    return int(_text(model).get("first_k_dense_replace") or 0)
+
+
+def _attention_params(shape: ModelShape, config: dict[str, Any]) -> int:
+    """q and o (hidden × heads × head_dim each), k and v (hidden × kv heads × head_dim each);
+    MLA: the q (low-rank where q_lora_rank is set), the joint kv down-projection with its rope
+    part, the kv up-projection and o."""
+    h, heads = shape.hidden_size, shape.attention_heads
+    if shape.mla and config.get("qk_nope_head_dim"):
+        rope, nope = config["qk_rope_head_dim"], config["qk_nope_head_dim"]
+        kv, v, q_rank = config["kv_lora_rank"], config["v_head_dim"], config.get("q_lora_rank")
+        q = h * q_rank + q_rank * heads * (nope + rope) if q_rank else h * heads * (nope + rope)
+        return q + h * (kv + rope) + kv * heads * (nope + v) + heads * v * h
+    return h * heads * shape.head_dim * 2 + h * 2 * shape.kv_heads * shape.head_dim
+
+
+def _mlp_params(shape: ModelShape, config: dict[str, Any]) -> int:
+    """gate, up and down per expert, shared experts included (or once, dense), with the
+    router's hidden × experts."""
     h = shape.hidden_size
     if shape.experts:
         inter = shape.moe_intermediate_size or shape.intermediate_size or 0
-        return shape.experts * 3 * h * inter + shape.experts * h
+        shared = int(config.get("n_shared_experts") or 0)
+        return (shape.experts + shared) * 3 * h * inter + shape.experts * h
     return 3 * h * (shape.intermediate_size or 0)
 
 
@@ -222,7 +243,7 @@ def _linear_params(shape: ModelShape) -> int:
     """One decoder layer's linear weights, the part online FP8 stores at 1 B (the router
     stays 16-bit)."""
     router = shape.hidden_size * shape.experts if shape.experts else 0
-    return _attention_params(shape) + _mlp_params(shape) - router
+    return _attention_params(shape, {}) + _mlp_params(shape, {}) - router
 
 
 def summary(values: list[float]) -> tuple[float, float]:

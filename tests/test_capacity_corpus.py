@@ -113,19 +113,33 @@ def _off_h100(cases: list[dict[str, Any]]) -> list[Scored]:
     return [s for s in rated if s.token_error is not None]
 
 
-def test_the_sets_cover_five_gpu_models_besides_h100() -> None:
-    models = {c["gpu"]["key"] for c in CASES + HELD} - {"H100-SXM-80GB"}
+def test_the_new_start_ups_cover_five_gpu_models_besides_h100() -> None:
+    # Issue 43's new start-ups are the committed logs off H100 (each URL pinned to a commit);
+    # A100 40GB and 80GB count as one model here, and a model counts only where a case is scored.
+    new = [
+        c
+        for c in CASES + HELD
+        if c["source_kind"] == "committed_log" and not c["gpu"]["key"].startswith("H100")
+    ]
+    assert all(re.search(r"/blob/[0-9a-f]{40}/", c["url"]) for c in new)
+    models = {c["gpu"]["key"].removesuffix("-40GB").removesuffix("-80GB") for c in new
+              if predictable(c)}  # fmt: skip
     assert len(models) >= 5, models
-    assert {"A100-80GB", "A100-40GB", "MI300X", "L4"} <= models
+    assert {"A100", "MI300X", "L4", "H200", "L40S", "T4"} <= models
 
 
 def test_non_h100_kv_tokens_as_issue_43_measures_them() -> None:
-    # Every non-H100 case in tokens, whatever its pool's share. The corpus's median holds;
-    # its 90th percentile does not (the V0 A100 40GB and T4 threads are +75 % and +90 %),
-    # so only the held-out set's is held to 10 %.
+    # Every non-H100 case in tokens, whatever its pool's share. With the engine version as the
+    # source states it (the acceptance's measure), corpus and held-out together: median 5 %,
+    # p90 10 %; the held-out set alone meets both too. Every case, versions unknown included,
+    # keeps its median (the 2024 V0 A100 40GB and T4 threads are +75 % and more).
     corpus, held = _off_h100(CASES), _off_h100(HELD)
-    assert len(corpus) >= 14 and len(held) >= 8
-    assert summary([s.token_error or 0.0 for s in corpus])[0] <= 0.05, _table(corpus)
+    assert len(corpus) >= 18 and len(held) >= 12
+    stated = [s.token_error or 0.0 for s in corpus + held if s.case.get("version")]
+    assert len(stated) >= 24
+    median, p90 = summary(stated)
+    assert median <= 0.05 and p90 <= 0.10, _table(corpus + held)
+    assert summary([s.token_error or 0.0 for s in corpus + held])[0] <= 0.05
     median, p90 = summary([s.token_error or 0.0 for s in held])
     assert median <= 0.05 and p90 <= 0.10, _table(held)
 

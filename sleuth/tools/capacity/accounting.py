@@ -15,7 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from sleuth.tools.capacity import kv_blocks, online_quant
-from sleuth.tools.capacity.engine_setup import EngineSetup
+from sleuth.tools.capacity.engine_setup import CommBuffers, EngineSetup
 from sleuth.tools.capacity.model import ModelShape
 from sleuth.tools.capacity.rules import GIB, gib
 from sleuth.tools.capacity.terms import Term
@@ -23,7 +23,22 @@ from sleuth.tools.capacity.vllm_profile import profile_terms
 
 SG = "sglang 0.5.23 python/sglang/srt/"
 SGLANG_PRELOAD = int(0.5 * GIB)
-SGLANG_PRELOAD_TP = int(0.5 * GIB)
+SGLANG_PRELOAD_TP: dict[CommBuffers, tuple[int, float, str]] = {
+    "nvswitch": (
+        int(1.23 * GIB),
+        0.25,
+        "NCCL/all-reduce buffers (SGLang 0.5.12 at tp 8 on H200: 'Init torch distributed "
+        "ends ... mem usage=1.23 GB')",
+    ),
+    "nccl": (
+        int(0.12 * GIB),
+        1.0,
+        "NCCL buffers off NVSwitch Hopper nodes (vLLM 0.10.1.1 at tp 2 on A100: 0.12 GiB; "
+        "SGLang 0.4.3.post4 on 4 L4 had 0.4 GB in use before its weights, context included)",
+    ),
+    "rccl": (int(0.5 * GIB), 1.0, "RCCL/all-reduce buffers (not measured on AMD)"),
+}
+"""What a tp group holds before SGLang loads its weights, by collective buffers (topology)."""
 UNCERTAIN_SHARE = 0.02
 FROM_SETUP = {"engine", "rules", "device", "memory_bytes", "fraction", "block_size"}
 """The setup's fields an account carries as they are."""
@@ -128,19 +143,20 @@ def _sglang_terms(s: EngineSetup, shape: ModelShape, rest: int) -> list[Term]:
     """SGLang: rest_memory = free after load - pre_load_free x (1 - mem_fraction_static), so
     the pool is mem_fraction_static x (the memory free before the weights) - the weights;
     what was in use before the load is taken at the fraction."""
-    preload = SGLANG_PRELOAD + (SGLANG_PRELOAD_TP if s.tp > 1 else 0)
+    extra, spread, what = SGLANG_PRELOAD_TP[s.comm] if s.tp > 1 else (0, 0.5, "")
+    preload = SGLANG_PRELOAD + extra
     terms = [
         Term(
             name="memory in use before the weights load (× fraction)",
             bytes=int(preload * s.fraction),
-            how=f"{gib(preload)} CUDA context"
-            + (" and NCCL/all-reduce buffers" if s.tp > 1 else "")
-            + f" × {s.fraction}",
+            how=f"({gib(SGLANG_PRELOAD)} CUDA context"
+            + (f" + {gib(extra)} {what}" if extra else "")
+            + f") × {s.fraction}",
             source=f"{SG}mem_cache/kv_cache_configurator.py:3007 slack_gb = "
             "pre_model_load_memory * (1 - mem_fraction_static); context measured 527 MiB "
             "on an H200",
             estimated=True,
-            spread=0.5,
+            spread=spread if extra else 0.5,
         )
     ]
     if shape.linear_layers:

@@ -18,7 +18,7 @@ from sleuth.tools.capacity.rules import GIB
 
 VllmRules = Literal["v0", "v1-0.19", "v1-0.32"]
 SglangRules = Literal["sglang-0.4", "sglang-0.4.7", "sglang-0.5"]
-CommBuffers = Literal["nvls", "nccl", "rccl"]
+CommBuffers = Literal["nvswitch", "nccl", "rccl"]
 
 
 class EngineSetup(BaseModel):
@@ -59,10 +59,9 @@ class EngineSetup(BaseModel):
     (`counts_context`)."""
     custom_all_reduce: bool = True
     """The engine runs custom all-reduce for the tp group (topology.py); its buffers count."""
-    comm: CommBuffers = "nvls"
-    """Which collective library's buffers the tp group allocates (vllm_profile.comm_buffers):
-    NCCL with NVLink SHARP on one node of NVSwitch Hopper/Blackwell, NCCL without it, or
-    RCCL on AMD."""
+    comm: CommBuffers = "nvswitch"
+    """Which collective buffers the tp group allocates (topology.comm_buffers): NCCL on one
+    NVSwitch node of Hopper/Blackwell GPUs, NCCL elsewhere, or RCCL on AMD."""
     links_why: str = ""
     """The topology rule's verdict, for the term's text."""
 
@@ -248,18 +247,28 @@ V0_CHUNK_512_UNTIL = (0, 6, 5)
 from 0.6.5 (vllm/config.py SchedulerConfig)."""
 
 
-def v0_batch(context: int, version: str | None, sliding: bool) -> tuple[int, int]:
+V0_ROCM_UNCHUNKED_FROM = (0, 8, 0)
+"""From 0.8.0 V0 turns long-context chunked prefill on only where `current_platform.is_cuda()`
+(vllm/engine/arg_utils.py _set_default_args_v0), which is False on ROCm; up to 0.7.3 the test
+was `device_config.device_type == "cuda"`, and ROCm's platform reports device_type "cuda"
+(vllm/platforms/rocm.py)."""
+
+
+def v0_batch(context: int, version: str | None, sliding: bool, rocm: bool) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM V0 profiles with when not told.
 
     V0 profile_run (worker/model_runner.py) runs scheduler_config.max_num_batched_tokens
     tokens over max_num_seqs (EngineArgs default 256) sequences. SchedulerConfig sets the
     tokens to max(max_model_len, 2048) without chunked prefill; EngineArgs.create_engine_config
     turns chunked prefill on past 32K tokens on CUDA (not for sliding-window models, nor with
-    speculative decoding or LoRA), and the chunk is then 512 tokens before 0.6.5, 2048 after.
+    speculative decoding or LoRA; not on ROCm from 0.8.0), and the chunk is then 512 tokens
+    before 0.6.5, 2048 after.
     """
-    if context <= 32768 or sliding:
+    release = _version(version) if version else None
+    unchunked_rocm = rocm and release is not None and release >= V0_ROCM_UNCHUNKED_FROM
+    if context <= 32768 or sliding or unchunked_rocm:
         return max(context, 2048), 256
-    return (512 if version and _version(version) < V0_CHUNK_512_UNTIL else 2048), 256
+    return (512 if release and release < V0_CHUNK_512_UNTIL else 2048), 256
 
 
 def capture_limit(asked: int | None, max_num_seqs: int, batched: int) -> tuple[int, str]:

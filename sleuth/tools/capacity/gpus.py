@@ -47,6 +47,11 @@ class GpuSpec(BaseModel):
         return self.cuda_mib or self.memory_mib - 512
 
     @property
+    def rocm(self) -> bool:
+        """An AMD part: the engines run their ROCm builds on it."""
+        return self.smi_name.startswith("AMD")
+
+    @property
     def capability(self) -> int:
         """Compute capability as the engines compare it: 9.0 -> 90."""
         major, minor = self.compute_capability.split(".")

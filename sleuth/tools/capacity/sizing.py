@@ -28,8 +28,7 @@ from sleuth.tools.capacity.online_quant import online_fp8
 from sleuth.tools.capacity.plan import CapacityInput
 from sleuth.tools.capacity.quant_rules import engine_method
 from sleuth.tools.capacity.rules import GIB, MIB
-from sleuth.tools.capacity.topology import Topology, topology
-from sleuth.tools.capacity.vllm_profile import comm_buffers
+from sleuth.tools.capacity.topology import Topology, comm_buffers, topology
 from sleuth.tools.capacity.weights import WeightShare, weights_per_gpu
 from sleuth.tools.checkpoints.models import CheckpointSummary
 from sleuth.tools.results import ToolError
@@ -138,7 +137,7 @@ def engine_setup(
     version = args.engine_version or installed
     batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name, version)
     if args.engine == "vllm" and vllm_rules(version) == "v0":
-        batched, seqs = v0_batch(context, version, bool(shape.swa_layers))
+        batched, seqs = v0_batch(context, version, bool(shape.swa_layers), gpu.rocm)
     links = links_of(args, gpu)
     max_seqs = args.max_num_seqs or seqs
     max_batched = args.max_num_batched_tokens or batched

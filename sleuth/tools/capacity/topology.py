@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from sleuth.tools.capacity.engine_setup import CommBuffers
+from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.rules import MIB
 
 Interconnect = Literal["auto", "nvlink", "pcie"]
@@ -65,3 +67,17 @@ def topology(
         )
     return Topology(nvlink=nvlink, nodes=nodes, links_from=links_from, custom_all_reduce=runs,
                     why=why)  # fmt: skip
+
+
+def comm_buffers(gpu: GpuSpec, links: Topology) -> CommBuffers:
+    """Which collective buffers a tp group allocates, as far as the engines' logs tell them
+    apart. One NVSwitch node of Hopper/Blackwell GPUs holds far more than any other NVIDIA
+    group measured: vLLM 0.19.0 adds 1.85 GiB at tp 2-4 on H100 SXM, and SGLang 0.5.12 logs
+    1.23 GB at distributed init at tp 8 on H200; vLLM 0.10.1.1, which counts all of NCCL,
+    adds 0.12 GiB at tp 2 on A100 80GB. NCCL builds NVLink SHARP (NVLS) buffers only there
+    (nccl-tests issue 228: "NVLS was a new feature of H100. A100 GPUs do not support it.");
+    what the rest is, the sources read do not say. AMD GPUs use RCCL."""
+    if gpu.rocm:
+        return "rccl"
+    hopper_or_blackwell = gpu.capability == 90 or 100 <= gpu.capability < 110
+    return "nvswitch" if hopper_or_blackwell and links.nvlink and links.nodes == 1 else "nccl"

@@ -12,11 +12,10 @@ rests on; the non-torch and CUDA graph terms are measured constants, marked esti
 from __future__ import annotations
 
 from sleuth.tools.capacity.engine_setup import CommBuffers, EngineSetup
-from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.model import ModelShape
 from sleuth.tools.capacity.rules import GIB, MIB, gib
 from sleuth.tools.capacity.terms import Term
-from sleuth.tools.capacity.topology import CUSTOM_AR_BUFFERS, RULE, Topology
+from sleuth.tools.capacity.topology import CUSTOM_AR_BUFFERS, RULE
 
 V019 = "vllm 0.19.0"
 CUBLAS_WORKSPACE = 32 * MIB
@@ -113,31 +112,20 @@ def _sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
     return total, f"{rows} rows × {vocab} vocab × {per} B + buffer + hidden states"
 
 
-def comm_buffers(gpu: GpuSpec, links: Topology) -> CommBuffers:
-    """Which collective library's buffers a tp group allocates. NCCL sets up NVLink SHARP
-    (NVLS) multicast buffers only where NVSwitch and the GPU support it: Hopper and later
-    on one NVSwitch node (NCCL maintainers, nccl-tests issue 228: "NVLS was a new feature of
-    H100. A100 GPUs do not support it."); vllm issue 9699 logs them on 8 H200 at
-    'nvlsPerRankSize 301989888 nvlsTotalSize 2415919104'. AMD GPUs use RCCL."""
-    if gpu.smi_name.startswith("AMD"):
-        return "rccl"
-    hopper_or_blackwell = gpu.capability == 90 or 100 <= gpu.capability < 110
-    return "nvls" if hopper_or_blackwell and links.nvlink and links.nodes == 1 else "nccl"
-
-
 TP_BUFFERS: dict[CommBuffers, tuple[int, float, str]] = {
-    "nvls": (
+    "nvswitch": (
         int(1.85 * GIB),
         0.12,
-        "NCCL (with NVLink SHARP) and custom all-reduce buffers at tp > 1, measured with "
-        "vLLM 0.19.0 on one node of H100 SXM",
+        "NCCL and custom all-reduce buffers at tp > 1 on an NVSwitch Hopper node, measured "
+        "with vLLM 0.19.0 on H100 SXM",
     ),
     "nccl": (
         int(0.12 * GIB),
         1.0,
-        "NCCL buffers at tp > 1 without NVLink SHARP, measured with vLLM 0.10.1.1 on one "
-        "node of A100 80GB at tp 2 (dennislee22/vLLM-benchmarking logs: 0.67 against 0.56 "
-        "GiB of non-weight, non-KV memory at tp 1); over PCIe or across nodes not measured",
+        "NCCL buffers at tp > 1 off NVSwitch Hopper/Blackwell nodes, measured with vLLM "
+        "0.10.1.1 on one node of A100 80GB at tp 2 (dennislee22/vLLM-benchmarking logs: 0.67 "
+        "against 0.56 GiB of non-weight, non-KV memory at tp 1); over PCIe or across nodes "
+        "not measured",
     ),
     "rccl": (
         int(1.85 * GIB),
