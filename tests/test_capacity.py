@@ -927,3 +927,47 @@ def test_a_smaller_cuda_graph_capture_reserves_less(models: Path) -> None:
     assert "batch sizes up to 256" in graph_term(capped)["how"]
     assert full["max_kv_tokens"] < given["max_kv_tokens"]  # only the graphs changed
     assert full["max_kv_tokens"] < capped["max_kv_tokens"]  # graphs and sampler rows
+
+
+def test_a_v1_era_release_runs_v0_where_it_falls_back(models: Path) -> None:
+    """arg_utils.py _is_v1_supported_oracle: 0.8.0 to 0.10.1.1 fall back to V0 below compute
+    capability 8.0; 0.8.0 to 0.9.1 also on ROCm; 0.10.2 has no fallback left."""
+    args = {"engine": "vllm", "tp": 8, "context_length": 2048}
+    t4 = plan(models, "Llama-3-70B", gpus="8xT4", engine_version="0.8.2", **args)
+    assert t4["engine_version"]["rules"] == "v0" and t4["engine_account"]["rules"] == "v0"
+    assert "Falling back to V0" in t4["engine_version"]["note"]
+    assert "predates" not in t4["engine_version"]["note"]
+    mi300 = plan(models, "Llama-3-70B", gpus="8xMI300X", engine_version="0.9.1", **args)
+    assert mi300["engine_version"]["rules"] == "v0" and "ROCm" in mi300["engine_version"]["note"]
+    for gpus, version in (("8xMI300X", "0.9.2"), ("8xA100-80GB", "0.8.2"), ("8xT4", "0.10.2")):
+        data = plan(models, "Llama-3-70B", gpus=gpus, engine_version=version, **args)
+        assert data["engine_version"]["rules"] == "v1-0.19", (gpus, version)
+
+
+def test_v0_on_rocm_from_080_profiles_a_full_length_prefill(models: Path) -> None:
+    """Past 32K tokens V0 turns chunked prefill on only where current_platform.is_cuda()
+    (0.8.0 on); up to 0.7.3 the test was device_type == "cuda", which ROCm reports too."""
+    args = {"engine": "vllm", "tp": 8, "context_length": 65536, "gpus": "8xMI300X"}
+    new = plan(models, "Llama-3-70B", engine_version="0.9.1", **args)
+    old = plan(models, "Llama-3-70B", engine_version="0.7.3", **args)
+    cuda = plan(models, "Llama-3-70B", engine_version="0.7.3", **{**args, "gpus": "8xH100"})
+    assert "65536 tokens" in activation_term(new)["how"]
+    assert "2048 tokens" in activation_term(old)["how"]
+    assert "2048 tokens" in activation_term(cuda)["how"]
+
+
+def test_sglang_holds_before_its_weights_what_the_links_hold(models: Path) -> None:
+    """What a tp group holds before SGLang loads its weights is taken at the fraction: 1.23 GB
+    of NCCL/all-reduce buffers on an NVSwitch Hopper node (SGLang 0.5.12 at tp 8 on H200),
+    0.12 GiB elsewhere; the CUDA context (0.5 GiB) on every GPU."""
+
+    def preload(gpus: str) -> dict[str, Any]:
+        data = plan(models, "Llama-3-70B", gpus=gpus, tp=8, context_length=8192)
+        (term,) = [t for t in data["engine_account"]["terms"] if t["name"].startswith("memory")]
+        fraction = data["pool"]["mem_fraction"]
+        return {"bytes": term["bytes"], "fraction": fraction, "how": term["how"]}
+
+    h200, l40s = preload("8xH200"), preload("8xL40S")
+    assert h200["bytes"] == int((int(0.5 * GIB) + int(1.23 * GIB)) * h200["fraction"])
+    assert l40s["bytes"] == int((int(0.5 * GIB) + int(0.12 * GIB)) * l40s["fraction"])
+    assert "1.23 GB" in h200["how"] and "off NVSwitch Hopper nodes" in l40s["how"]

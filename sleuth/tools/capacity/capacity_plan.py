@@ -113,7 +113,7 @@ def build_plan(
 ) -> CapacityPlan:
     """The plan from the built-in rules: its numbers, its reasons and their verdict."""
     s = size(args, shape, summary, gpus.spec, installed)
-    release = engine_version(args.engine, args.engine_version, installed)
+    release = engine_version(args.engine, args.engine_version, installed, gpus.spec)
     declared = declared_method(summary, args.engine)
     # Online FP8 runs the engine's fp8 method, whose capability floor then applies.
     method = declared or args.quantization

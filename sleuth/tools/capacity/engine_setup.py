@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from sleuth.tools.capacity.gpus import GpuSpec
 from sleuth.tools.capacity.quant_rules import _version
 from sleuth.tools.capacity.rules import GIB
 
@@ -66,20 +67,45 @@ class EngineSetup(BaseModel):
     """The topology rule's verdict, for the term's text."""
 
 
-def vllm_rules(version: str | None) -> VllmRules:
+def vllm_rules(version: str | None, gpu: GpuSpec | None = None) -> VllmRules:
     """Which vLLM accounting a release follows.
 
-    V1 became the default engine in 0.8.0; 0.21.0 started subtracting the profiled CUDA
-    graph memory by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: "0" in 0.19.1's envs.py,
-    "1" in 0.22.0's, the next release on PyPI) and the log line that reports capacity by
-    max_model_len; without a version, the newest rules.
+    V1 became the default engine in 0.8.0, except where that release falls back to V0 on the
+    GPU (`v0_fallback`); 0.21.0 started subtracting the profiled CUDA graph memory by default
+    (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: "0" in 0.19.1's envs.py, "1" in 0.22.0's, the
+    next release on PyPI) and the log line that reports capacity by max_model_len; without a
+    version, the newest rules.
     """
     if not version:
         return "v1-0.32"
     parts = _version(version)
-    if parts < (0, 8):
+    if parts < (0, 8) or v0_fallback(version, gpu):
         return "v0"
     return "v1-0.19" if parts < (0, 21) else "v1-0.32"
+
+
+V1_EVERYWHERE_FROM = (0, 10, 2)
+V1_ON_ROCM_FROM = (0, 9, 2)
+
+
+def v0_fallback(version: str, gpu: GpuSpec | None) -> str:
+    """Why a V1-era release runs V0 on this GPU by default, or "" when it does not.
+
+    vllm/engine/arg_utils.py _is_v1_supported_oracle, 0.8.0 to 0.10.1.1: "Compute Capability
+    < 8.0" falls back to V0 on CUDA; 0.8.0 to 0.9.1 also fall back on any non-CUDA platform
+    ("not_cuda", then "v0_hardware"), ROCm included; 0.9.2 asks the platform, and ROCm's
+    default_v1 is supports_v1, True; 0.10.2 has no fallback left."""
+    parts = _version(version)
+    if gpu is None or not (0, 8) <= parts < V1_EVERYWHERE_FROM:
+        return ""
+    if gpu.rocm and parts < V1_ON_ROCM_FROM:
+        return "this release runs V0 by default on ROCm (V1 was opt-in there before 0.9.2)"
+    if not gpu.rocm and gpu.capability < 80:
+        return (
+            f"this release runs V0 on compute capability {gpu.compute_capability} ('Compute "
+            "Capability < 8.0 is not supported by the V1 Engine. Falling back to V0.')"
+        )
+    return ""
 
 
 CONTEXT_COUNTED = (((0, 6, 4), (0, 6, 5)), ((0, 8), (0, 9, 1)))
@@ -150,7 +176,9 @@ def sglang_rules(version: str | None) -> SglangRules:
     return "sglang-0.5"
 
 
-def engine_version(engine: str, asked: str | None, installed: str | None) -> EngineVersion:
+def engine_version(
+    engine: str, asked: str | None, installed: str | None, gpu: GpuSpec | None = None
+) -> EngineVersion:
     """The release whose rules apply: the question's, else the host's, else the newest known."""
     version = asked or installed
     source: Literal["question", "host", "assumed"] = (
@@ -163,10 +191,12 @@ def engine_version(engine: str, asked: str | None, installed: str | None) -> Eng
     }[source]
     if engine == "sglang":
         return _sglang_version(version, source, where)
-    rules = vllm_rules(version)
+    rules = vllm_rules(version, gpu)
     name = f"vllm {version}" if version else "vllm (version unknown)"
+    fallback = v0_fallback(version, gpu) if version else ""
     note = (
         f"{name}, {where}; accounting {rules} applied"
+        + (f" ({fallback})" if fallback else "")
         + (
             "; this release charged the CUDA context to the KV budget too (its profile counted "
             "every non-torch byte on the device)"
@@ -174,8 +204,9 @@ def engine_version(engine: str, asked: str | None, installed: str | None) -> Eng
             else ""
         )
         + (
-            ". This release predates the V1 engine (0.8): V0's profile of a full-length prefill "
-            "is modelled only roughly (activation peak ±100 %); treat the KV figures as a range"
+            (". " if fallback else ". This release predates the V1 engine (0.8): ")
+            + "V0's profile of a full-length prefill is modelled only roughly (activation peak "
+            "±100 %); treat the KV figures as a range"
             if rules == "v0"
             else ""
         )
