@@ -114,7 +114,8 @@ def setup_for(case: dict[str, Any]) -> tuple[EngineSetup, ModelShape, int]:
     setup = EngineSetup(
         engine=engine,
         rules=rules_name,
-        context_counted=engine == "vllm" and counts_context(case.get("version")),
+        context_counted=engine == "vllm"
+        and counts_context(case.get("version"), v0=rules_name == "v0"),
         tp=s["tp"],
         pp=s.get("pp") or 1,
         memory_bytes=memory,

@@ -791,8 +791,9 @@ def activation_term(data: dict[str, Any]) -> dict[str, Any]:
 def test_vllm_v0_profiles_its_own_batch_default_by_release(models: Path) -> None:
     """V0 profile_run runs max_num_batched_tokens tokens: max(max_model_len, 2048) up to 32K;
     past 32K chunked prefill is on by default, 512 tokens before 0.6.5 and 2048 from it
-    (vllm/config.py SchedulerConfig). The V1 default on an H100 would be 8192."""
-    args = {"gpus": "8xH100", "tp": 8, "engine": "vllm"}
+    (vllm/config.py SchedulerConfig). The V1 default on an H100 would be 8192. Eight
+    sequences keep the sampler's share below the forward's."""
+    args = {"gpus": "8xH100", "tp": 8, "engine": "vllm", "max_num_seqs": 8}
     short = plan(models, "Llama-3-70B", engine_version="0.6.3", context_length=16384, **args)
     long_old = plan(models, "Llama-3-70B", engine_version="0.6.3", context_length=65536, **args)
     long_new = plan(models, "Llama-3-70B", engine_version="0.6.6", context_length=65536, **args)
@@ -972,3 +973,19 @@ def test_sglang_holds_before_its_weights_what_the_links_hold(models: Path) -> No
     assert h200["bytes"] == int((int(0.5 * GIB) + int(1.23 * GIB)) * h200["fraction"])
     assert l40s["bytes"] == int((int(0.5 * GIB) + int(0.12 * GIB)) * l40s["fraction"])
     assert "1.23 GB" in h200["how"] and "off NVSwitch Hopper nodes" in l40s["how"]
+
+
+def test_v0_profiles_its_sampler_at_top_k_over_the_whole_vocabulary(models: Path) -> None:
+    """V0's _dummy_run samples every sequence with top_k = vocab - 1 and top_p = 0.99, so
+    _apply_top_k_top_p holds 32 B per logit (bf16 logits, their float copy, sorted values and
+    int64 indices, masks, softmax, cumsum, the re-sorted logits): 256 rows × 128,256 × 32 B
+    here, above the 2,048-token forward. Where a 0.8 release falls back to V0 its worker
+    measures from a snapshot taken after the CUDA context, so the context is not charged."""
+    args = {"engine": "vllm", "tp": 8, "context_length": 2048}
+    v0 = activation_term(plan(models, "Llama-3-70B", gpus="8xH100", engine_version="0.6.6", **args))
+    assert "sampler" in v0["how"] and "256 rows × 128256 vocab × 32 B" in v0["how"]
+    assert v0["bytes"] >= 256 * 128256 * 32
+    t4 = plan(models, "Llama-3-70B", gpus="8xT4", engine_version="0.8.2", **args)
+    assert "CUDA context" not in non_torch_term(t4)["how"]
+    a100 = plan(models, "Llama-3-70B", gpus="8xA100-80GB", engine_version="0.8.2", **args)
+    assert "CUDA context" in non_torch_term(a100)["how"]  # V1 0.8.2 charged it

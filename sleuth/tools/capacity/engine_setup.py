@@ -113,13 +113,15 @@ CONTEXT_COUNTED = (((0, 6, 4), (0, 6, 5)), ((0, 8), (0, 9, 1)))
 included: V0 0.6.4.x worker/worker.py and V1 0.8.0 to 0.9.0 v1/worker/gpu_worker.py
 determine_available_memory (peak_memory += total - free - torch's allocated bytes). 0.6.3
 charged the free memory lost since init, 0.6.5 (vllm PR 10511) and 0.9.1 (PR 18974) measure
-from a snapshot taken after the context was created."""
+from a snapshot taken after the context was created; so does V0's worker.py in the V1-era
+releases (0.8.2: memory_profiling from baseline_snapshot), where a release falls back to V0."""
 
 
-def counts_context(version: str | None) -> bool:
-    """Whether this vLLM release charged the CUDA context to the KV budget (CONTEXT_COUNTED);
-    a pre-release of a range's first release (0.6.4.dev9) comes before it."""
-    if not version:
+def counts_context(version: str | None, v0: bool) -> bool:
+    """Whether this vLLM release, run as V0 or V1, charged the CUDA context to the KV budget
+    (CONTEXT_COUNTED); a pre-release of a range's first release (0.6.4.dev9) comes before
+    it."""
+    if not version or (v0 and _version(version) >= (0, 8)):
         return False
     release: list[int] = []
     for part in version.split("+")[0].split("."):
@@ -200,7 +202,7 @@ def engine_version(
         + (
             "; this release charged the CUDA context to the KV budget too (its profile counted "
             "every non-torch byte on the device)"
-            if counts_context(version)
+            if counts_context(version, rules == "v0")
             else ""
         )
         + (

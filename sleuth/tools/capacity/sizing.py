@@ -146,7 +146,8 @@ def engine_setup(
     return EngineSetup(
         engine=args.engine,
         rules=sglang_rules(version) if args.engine == "sglang" else vllm_rules(version, gpu),
-        context_counted=args.engine == "vllm" and counts_context(version),
+        context_counted=args.engine == "vllm"
+        and counts_context(version, vllm_rules(version, gpu) == "v0"),
         device=device,
         tp=args.tp,
         pp=args.pp,

@@ -44,8 +44,8 @@ def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
     tokens = s.max_num_batched_tokens
     forward, f_how = _forward(s, shape, tokens)
     moe, moe_how = _moe_workspace(s, shape, tokens)
-    last_stage = s.rules != "v0"  # V0 samples 256 short rows: small beside the forward
-    sampler, s_how = _sampler(s, shape, tokens) if last_stage else (0, "")
+    sample = _v0_sampler if s.rules == "v0" else _sampler
+    sampler, s_how = sample(s, shape, tokens)
     peak = moe + max(forward, sampler) + CUBLAS_WORKSPACE
     which = "sampler" if sampler > forward else "forward"
     how = (
@@ -60,7 +60,8 @@ def activation_peak(s: EngineSetup, shape: ModelShape) -> Term:
         if s.rules != "v0"
         else "vllm 0.6.4 worker/worker.py determine_num_available_blocks, "
         "worker/model_runner.py profile_run: max_num_batched_tokens tokens over max_num_seqs "
-        "sequences (engine_setup.v0_batch)"
+        "sequences (engine_setup.v0_batch), sampled with top_k = vocab - 1 and top_p = 0.99 "
+        "(model_executor/layers/sampler.py _apply_top_k_top_p)"
     )
     return Term(
         name="activation peak (profile run)",
@@ -97,6 +98,18 @@ def _moe_workspace(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int,
     n, k = 2 * inter // s.tp, shape.hidden_size
     elems = tokens * topk * (max(n // 2, k) + max(n, k))
     return elems * s.act_elem, f"MoE workspace {gib(elems * s.act_elem)}"
+
+
+def _v0_sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
+    """V0's profile samples every sequence with top_k = vocab - 1 and top_p = 0.99
+    (worker/model_runner.py _dummy_run, 0.5.3.post1 to 0.8.2), so _apply_top_k_top_p
+    (model_executor/layers/sampler.py) holds, per logit: the model's logits, their float copy,
+    the sorted values (4 B) and indices (8 B), the top-k mask (1 B), the softmax and its
+    cumsum (4 B each), the top-p mask (1 B) and the re-sorted logits (4 B), as 0.6.3 to 0.8.2
+    write it (0.6.0 and before gathered through an 8 B inverse index: 8 B more)."""
+    rows = min(s.max_num_seqs, tokens)
+    per = s.act_elem + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4
+    return rows * shape.vocab_size * per, f"{rows} rows × {shape.vocab_size} vocab × {per} B"
 
 
 def _sampler(s: EngineSetup, shape: ModelShape, tokens: int) -> tuple[int, str]:
