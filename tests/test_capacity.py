@@ -989,3 +989,15 @@ def test_v0_profiles_its_sampler_at_top_k_over_the_whole_vocabulary(models: Path
     assert "CUDA context" not in non_torch_term(t4)["how"]
     a100 = plan(models, "Llama-3-70B", gpus="8xA100-80GB", engine_version="0.8.2", **args)
     assert "CUDA context" in non_torch_term(a100)["how"]  # V1 0.8.2 charged it
+
+
+def test_an_engine_version_that_is_not_a_release_is_refused(models: Path) -> None:
+    sandbox = SandboxedHost("local", LocalHost(), HostConfig(roots=[str(models)]), Limits())
+    args = {"model_dir": str(models / "Llama-3-70B"), "engine": "vllm", "gpus": "8xH100"}
+    for wrong in ("0.8.x", "latest", "0.19.0; rm -rf /"):
+        result = execute(ToolContext(hosts={"local": sandbox}), "capacity_plan",
+                         {**args, "engine_version": wrong})  # fmt: skip
+        assert not result.ok and result.error is not None
+        assert "is not a release number" in result.error, wrong
+    for right in ("0.9.2.dev364+gb432b7a28", "0.6.4.post1", "v0.10.2"):
+        assert plan(models, "Llama-3-70B", gpus="8xH100", tp=8, engine_version=right)

@@ -198,7 +198,7 @@ def engine_version(
     fallback = v0_fallback(version, gpu) if version else ""
     note = (
         f"{name}, {where}; accounting {rules} applied"
-        + (f" ({fallback})" if fallback else "")
+        + (f": {fallback}" if fallback else "")
         + (
             "; this release charged the CUDA context to the KV budget too (its profile counted "
             "every non-torch byte on the device)"

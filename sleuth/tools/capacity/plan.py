@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from sleuth.tools.capacity.accounting import KvAccount
 from sleuth.tools.capacity.engine_setup import EngineVersion
@@ -17,6 +18,8 @@ from sleuth.tools.capacity.topology import Interconnect, Topology
 from sleuth.tools.registry import ToolInput
 
 Verdict = Literal["fits", "does_not_fit", "incompatible"]
+RELEASE = re.compile(r"v?\d+\.\d+(\.\d+)*(\.?(post|dev|rc|a|b)\d+)*(\+[0-9A-Za-z.]+)?")
+"""A release as the engines print it: 0.19.0, 0.6.4.post1, 0.9.2.dev364+gb432b7a28."""
 
 
 class CapacityInput(ToolInput):
@@ -61,9 +64,11 @@ class CapacityInput(ToolInput):
     speculative: Literal["none", "mtp", "nextn", "eagle"] = "none"
     engine_version: str | None = Field(
         None,
-        description="Engine release whose accounting to follow, e.g. 0.19.0; default: the "
-        "one installed on the host, else the newest rules Sleuth knows.",
+        description="Engine release whose accounting to follow, as the engine prints it, e.g. "
+        "0.19.0, 0.6.4.post1 or 0.9.2.dev364+gb432b7a28; default: the one installed on the "
+        "host, else the newest rules Sleuth knows.",
     )
+
     max_num_seqs: int | None = Field(
         None, ge=1, description="vLLM --max-num-seqs; default: the engine's for this GPU."
     )
@@ -97,6 +102,16 @@ class CapacityInput(ToolInput):
     concurrency: int | None = Field(
         None, ge=1, description="Concurrent requests to serve (find=min_gpus or max_context)."
     )
+
+    @field_validator("engine_version")
+    @classmethod
+    def _a_release(cls, value: str | None) -> str | None:
+        if value is not None and not RELEASE.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a release number; give it as the engine prints it, e.g. "
+                "0.19.0, 0.6.4.post1 or 0.9.2.dev364+gb432b7a28"
+            )
+        return value
 
 
 class PlannedGpus(BaseModel):
