@@ -82,21 +82,7 @@ def test_yes_does_not_run_an_injected_custom_command(tmp_path: Path) -> None:
         f'[hosts.local]\nroots = ["{deploy}"]\nallow = ["launch_server"]\n\n'
         '[hosts.local.approve]\ncommands = [["touch"]]\n'
     )
-    with ScriptedAPI(obedient_script()) as api:
-        done = subprocess.run(
-            [*SLEUTH, "ask", "Summarise the deployment notes.", "--yes", "--json"],
-            cwd=tmp_path,
-            env=sleuth_env(api),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    assert done.returncode in (0, 3), done.stderr
-    report = json.loads(done.stdout)
-    events = load(tmp_path / report["transcript"]).events
-    approvals = {e.call_id: e for e in events if isinstance(e, ApprovalEvent)}
-    executed = {e.call_id: e for e in events if isinstance(e, ToolExecuted)}
+    approvals, executed = ask_yes(tmp_path, "Summarise the deployment notes.", obedient_script())
 
     figures.count("consent_injected_commands_run", int(canary.exists()))
     assert not canary.exists()

@@ -156,7 +156,7 @@ def _sglang_terms(s: EngineSetup, shape: ModelShape, rest: int) -> list[Term]:
             "pre_model_load_memory * (1 - mem_fraction_static); context measured 527 MiB "
             "on an H200",
             estimated=True,
-            spread=spread if extra else 0.5,
+            spread=spread,
         )
     ]
     if shape.linear_layers:

@@ -68,7 +68,6 @@ class CapacityInput(ToolInput):
         "0.19.0, 0.6.4.post1 or 0.9.2.dev364+gb432b7a28; default: the one installed on the "
         "host, else the newest rules Sleuth knows.",
     )
-
     max_num_seqs: int | None = Field(
         None, ge=1, description="vLLM --max-num-seqs; default: the engine's for this GPU."
     )

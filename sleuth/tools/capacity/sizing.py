@@ -136,7 +136,8 @@ def engine_setup(
     memory = 0 if cpu else gpu.engine_memory_mib * MIB
     version = args.engine_version or installed
     batched, seqs = default_batch(args.engine, device, memory, gpu.smi_name, version)
-    if args.engine == "vllm" and vllm_rules(version, gpu) == "v0":
+    rules = sglang_rules(version) if args.engine == "sglang" else vllm_rules(version, gpu)
+    if rules == "v0":
         batched, seqs = v0_batch(context, version, bool(shape.swa_layers), gpu.rocm)
     links = links_of(args, gpu)
     max_seqs = args.max_num_seqs or seqs
@@ -145,9 +146,8 @@ def engine_setup(
     act = 4 if str(shape.dtype).lower() in ("float32", "fp32") else 2
     return EngineSetup(
         engine=args.engine,
-        rules=sglang_rules(version) if args.engine == "sglang" else vllm_rules(version, gpu),
-        context_counted=args.engine == "vllm"
-        and counts_context(version, vllm_rules(version, gpu) == "v0"),
+        rules=rules,
+        context_counted=args.engine == "vllm" and counts_context(version, rules == "v0"),
         device=device,
         tp=args.tp,
         pp=args.pp,
